@@ -1,0 +1,51 @@
+# `make test` and `make demo` do all the set-up on a fresh Debian 12 machine:
+# Debian packages from bindep.txt, a virtualenv with the Python packages,
+# hugepages for the test guests. Run as root or with sudo available.
+
+VENV ?= .venv
+PYTHON ?= python3
+BIN := $(VENV)/bin
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+STAMP := $(VENV)/.installed
+
+.PHONY: test demo debs venv host unit pep8 docs genconfig clean
+
+test: debs venv host pep8 docs
+	tools/run-tests.sh $(BIN)
+
+demo: debs venv host
+	$(BIN)/python tools/demo.py
+
+debs:
+	$(SUDO) tools/install-debs.sh bindep.txt
+
+venv: $(STAMP)
+
+$(STAMP): requirements.txt test-requirements.txt doc/requirements.txt setup.cfg
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -U pip
+	$(BIN)/pip install -q -r requirements.txt -r test-requirements.txt \
+		-r doc/requirements.txt
+	$(BIN)/pip install -q --no-deps -e .
+	touch $@
+
+host:
+	$(SUDO) tools/setup-hugepages.sh
+
+unit: venv
+	$(BIN)/stestr run tests.unit
+
+pep8: venv
+	$(BIN)/flake8
+	$(BIN)/doc8 doc/source releasenotes/notes README.rst
+	shellcheck tools/*.sh .ci/run
+
+docs: venv
+	$(BIN)/sphinx-build -W -q -b html doc/source doc/build/html
+
+genconfig: venv
+	for f in tools/config/*.conf; do \
+		$(BIN)/oslo-config-generator --config-file $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) .stestr doc/build releasenotes/build *.egg-info
