@@ -1,0 +1,42 @@
+"""Options that say how to reach an SPDK target's JSON-RPC server.
+
+Registered by each consumer in its own group: Cinder in the backend's
+section, Nova and os-brick in ``[spdk_vhost]``; see
+:meth:`os_brick_connector.spdk_rpc.SpdkClient.from_conf`. The ``spdk``
+PyPI client has no authentication, so there are no credential options:
+protect the socket with file permissions, or a TCP listener with the
+network.
+"""
+
+from oslo_config import cfg
+
+rpc_opts = [
+    cfg.StrOpt('spdk_rpc_socket',
+               default='/var/tmp/spdk.sock',
+               help='Path of the SPDK target\'s JSON-RPC Unix socket '
+                    '(spdk_tgt -r). Used unless spdk_rpc_address is set.'),
+    cfg.HostAddressOpt('spdk_rpc_address',
+                       help='Address of an SPDK JSON-RPC TCP listener. '
+                            'When set, TCP is used instead of the Unix '
+                            'socket; SPDK has no authentication, so only '
+                            'expose it on a trusted network.'),
+    cfg.PortOpt('spdk_rpc_port',
+                help='TCP port of the SPDK JSON-RPC listener; required '
+                     'with spdk_rpc_address.'),
+    cfg.FloatOpt('spdk_rpc_timeout',
+                 default=60.0,
+                 min=0.1,
+                 help='Seconds (wall clock) to wait for the answer to one '
+                      'RPC before giving up with a timeout error. Lvol '
+                      'inflate and large deletes can take seconds.'),
+    cfg.IntOpt('spdk_rpc_connect_retries',
+               default=5,
+               min=0,
+               help='How many more times to try connecting when the SPDK '
+                    'target is not (yet) listening, e.g. while it '
+                    'restarts.'),
+    cfg.FloatOpt('spdk_rpc_retry_interval',
+                 default=1.0,
+                 min=0.0,
+                 help='Seconds to wait between two connection attempts.'),
+]
