@@ -1,0 +1,216 @@
+# shellcheck shell=sh
+# Helpers for test guest scripts, installed as /lib/guest.sh in the
+# initramfs and sourced by /init, so /run.sh and serve-mode commands can
+# call them.
+#
+# The host only reads lines that start with the marker, so a helper
+# never prints the marker literally: an echoed command line (serial
+# console echo) must not look like a result.
+
+GT_M='@''@'
+GT_FAILED=/tmp/gt.failed
+GT_TMP=/tmp/gt
+
+gt_mark() {
+    printf '%s%s\n' "$GT_M" "$*"
+}
+
+gt_result() {
+    gt_mark "RESULT $1=$2"
+}
+
+# Report a failure; /init dumps the kernel log when any was reported.
+gt_error() {
+    gt_mark "ERROR $*"
+    : >"$GT_FAILED"
+}
+
+gt_load_modules() {
+    while read -r mod; do
+        insmod "/lib/modules/$mod.ko" || gt_error "insmod $mod failed"
+    done </etc/modules
+}
+
+# Wait (up to 10 s) for the gt.disks=N disks the host attached, since
+# virtio probing may finish after insmod returns.
+gt_wait_disks() {
+    want=0
+    read -r cmdline </proc/cmdline
+    for arg in $cmdline; do
+        case $arg in
+            gt.disks=*) want=${arg#gt.disks=} ;;
+        esac
+    done
+    tries=0
+    while [ "$(gt_count /sys/block/vd*)" -lt "$want" ]; do
+        tries=$((tries + 1))
+        if [ "$tries" -gt 100 ]; then
+            gt_error "only $(gt_count /sys/block/vd*) of $want disks appeared"
+            return 1
+        fi
+        usleep 100000
+    done
+}
+
+# Number of existing paths among the arguments (an unmatched glob
+# stays literal and does not exist).
+gt_count() {
+    n=0
+    for path in "$@"; do
+        [ -e "$path" ] && n=$((n + 1))
+    done
+    echo "$n"
+}
+
+gt_sha256() {
+    sha256sum | cut -d' ' -f1
+}
+
+# Size in bytes, number of blk-mq queues and PCI address of a disk.
+gt_disk_info() {
+    sys=/sys/block/$1
+    if [ ! -d "$sys" ]; then
+        gt_error "$1: no such disk"
+        return 1
+    fi
+    gt_result "$1.size" "$(($(cat "$sys/size") * 512))"
+    gt_result "$1.queues" "$(gt_count "$sys"/mq/*)"
+    gt_result "$1.pci" "$(basename "$(readlink -f "$sys/device/..")")"
+}
+
+# Report every virtio disk and the list of their names.
+gt_disks() {
+    names=
+    for sys in /sys/block/vd*; do
+        [ -e "$sys" ] || continue
+        dev=${sys##*/}
+        names=${names:+$names,}$dev
+        gt_disk_info "$dev"
+    done
+    gt_result disks "$names"
+}
+
+# Largest dd block size dividing both the offset and the length; fails
+# on offsets or lengths that are not multiples of 512 (O_DIRECT).
+gt_bs() {
+    for bs in 65536 4096 512; do
+        if [ $(($1 % bs)) -eq 0 ] && [ $(($2 % bs)) -eq 0 ]; then
+            echo "$bs"
+            return 0
+        fi
+    done
+    gt_error "offset $1 / length $2 not multiples of 512"
+    return 1
+}
+
+# gt_write DEV OFFSET LENGTH TOKEN: write LENGTH bytes of "TOKEN\n"
+# repeated at OFFSET with O_DIRECT and report the data's sha256.
+gt_write() {
+    bs=$(gt_bs "$2" "$3") || return 1
+    mkdir -p "$GT_TMP"
+    yes "$4" | head -c "$3" >"$GT_TMP/pattern"
+    if ! dd if="$GT_TMP/pattern" of="/dev/$1" bs="$bs" \
+            seek=$(($2 / bs)) oflag=direct conv=notrunc,fsync \
+            2>"$GT_TMP/dd.err"; then
+        gt_error "$1: write of $3 bytes at $2 failed:" \
+            "$(grep -v records "$GT_TMP/dd.err" | tail -n 1)"
+        return 1
+    fi
+    gt_result "$1.wrote@$2" "$(gt_sha256 <"$GT_TMP/pattern")"
+}
+
+# gt_read DEV OFFSET LENGTH: read back with O_DIRECT (past the guest's
+# page cache) and report the sha256; a short read is an error.
+gt_read() {
+    bs=$(gt_bs "$2" "$3") || return 1
+    mkdir -p "$GT_TMP"
+    if ! dd if="/dev/$1" of="$GT_TMP/read" bs="$bs" skip=$(($2 / bs)) \
+            count=$(($3 / bs)) iflag=direct 2>"$GT_TMP/dd.err"; then
+        gt_error "$1: read of $3 bytes at $2 failed:" \
+            "$(grep -v records "$GT_TMP/dd.err" | tail -n 1)"
+        return 1
+    fi
+    got=$(wc -c <"$GT_TMP/read")
+    if [ "$got" -ne "$3" ]; then
+        gt_error "$1: short read at $2: $got of $3 bytes"
+        return 1
+    fi
+    gt_result "$1.read@$2" "$(gt_sha256 <"$GT_TMP/read")"
+}
+
+# gt_check DEV OFFSET LENGTH TOKEN: write, read back and compare.
+gt_check() {
+    gt_write "$@" || return 1
+    gt_read "$1" "$2" "$3" || return 1
+    if cmp -s "$GT_TMP/pattern" "$GT_TMP/read"; then
+        gt_result "$1.verify@$2" ok
+    else
+        gt_error "$1: data read back at $2 differs from data written"
+        return 1
+    fi
+}
+
+# gt_writer_start DEV OFFSET LENGTH TOKEN: keep rewriting the pattern in
+# the background (for tests that act on the storage under a writing
+# guest) until gt_writer_stop. It counts into its own directory so it
+# does not clash with foreground commands' files.
+gt_writer_start() {
+    dir=/tmp/gt-writer
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    (
+        GT_TMP=$dir
+        GT_FAILED=$dir/failed
+        ok=0
+        failed=0
+        while [ ! -e "$dir/stop" ]; do
+            if gt_write "$@" >/dev/null 2>&1; then
+                ok=$((ok + 1))
+            else
+                failed=$((failed + 1))
+            fi
+            echo "$ok $failed" >"$dir/count"
+        done
+        : >"$dir/done"
+    ) </dev/null >/dev/null 2>&1 &
+}
+
+# Report the writer's progress so far: writer.writes, writer.failures.
+gt_writer_status() {
+    read -r ok failed <"/tmp/gt-writer/count" || { ok=0; failed=0; }
+    gt_result writer.writes "$ok"
+    gt_result writer.failures "$failed"
+}
+
+# Stop the writer (waiting up to 30 s for its last write) and report.
+gt_writer_stop() {
+    : >/tmp/gt-writer/stop
+    tries=0
+    while [ ! -e /tmp/gt-writer/done ]; do
+        tries=$((tries + 1))
+        if [ "$tries" -gt 300 ]; then
+            gt_error "background writer did not stop (I/O hung?)"
+            return 1
+        fi
+        usleep 100000
+    done
+    gt_writer_status
+}
+
+gt_dump_dmesg() {
+    gt_mark "DMESG-BEGIN"
+    dmesg
+    gt_mark "DMESG-END"
+}
+
+# Long-running mode: read "ID COMMAND" lines from the console, run each
+# in a subshell (an exit or failure cannot end the loop) and mark its end.
+gt_serve() {
+    stty -echo 2>/dev/null
+    gt_mark "SERVING"
+    while IFS= read -r line; do
+        id=${line%% *}
+        (eval "${line#* }")
+        gt_mark "END id=$id rc=$?"
+    done
+}
