@@ -1,0 +1,275 @@
+"""Replay a recorded SPDK transcript against targets and compare.
+
+Rules (transcripts/README.md gives the file format):
+
+* ``<uuid:N>`` in a request is replaced by the UUID bound to N; the first
+  time N appears in a request a fresh UUID is made up. In an expected
+  response the first appearance of N binds it to what the target
+  answered, which must be a UUID different from every other bound one;
+  later appearances must equal it.
+* ``<vhost-dir>``, ``<compute-vhost-dir>`` and ``<work-dir>`` become the
+  storage target's vhost dir, the compute target's and a temp dir.
+* Listener ports: a transcript's TCP port (e.g. 4420) may be busy on a CI
+  machine, so every ``trsvcid`` value seen is mapped, consistently for the
+  whole scenario and in both requests and expected responses, to a port
+  that was free when first seen.
+* A 32-hex-digit NGUID in an expected response is the recorded bdev UUID
+  without dashes (the recorder did not placeholder it); it must equal
+  the dash-less upper-case form of the ``uuid`` next to it.
+* ``ignore`` paths: dotted keys, ``[*]`` for every list element, ``*``
+  for every key (the key set is still compared).
+* Preconditions the recording target had: SPDK cannot delete an NVMe-oF
+  transport, so the recording target still had the TCP transport of an
+  earlier scenario; where a scenario's first ``nvmf_create_transport``
+  expects "already exists", the replay creates it beforehand.
+* ``bdev_lvol_check_shallow_copy`` expecting a final state is re-issued
+  while the copy is "in progress" (the recording checked after the
+  background copy had finished).
+* ``<check>`` calls run the named check below; an unknown one fails.
+"""
+
+import json
+import os
+import re
+import socket
+import time
+import uuid as uuidlib
+
+TRANSCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                           'transcripts')
+IMAGE_SIZE = 4 * 1024 * 1024
+_UUID_RE = r'[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}'
+_PLACEHOLDER = re.compile(r'<uuid:(\d+)>')
+_NGUID = re.compile(r'^[0-9A-F]{32}$')
+
+
+class ReplayError(AssertionError):
+    pass
+
+
+def scenario_files():
+    return sorted(f for f in os.listdir(TRANSCRIPTS)
+                  if f.endswith('.json') and f != 'save_config.full.json'
+                  and 'calls' in load(f))
+
+
+def load(name):
+    with open(os.path.join(TRANSCRIPTS, name)) as src:
+        return json.load(src)
+
+
+def image_pattern(size=IMAGE_SIZE):
+    """Bytes no zero-filled or shifted copy can match by accident."""
+    block = bytes((i * 7 + 3) % 251 for i in range(4096))
+    return b''.join(block[:1] + (n).to_bytes(4, 'big') + block[5:]
+                    for n in range(size // 4096))
+
+
+def _parse_path(path):
+    tokens = []
+    for part in path.split('.'):
+        while part.endswith('[*]'):
+            tokens_tail = ['[*]']
+            part = part[:-3]
+            if part:
+                tokens.append(part)
+            tokens.extend(tokens_tail)
+            part = ''
+        if part:
+            tokens.append(part)
+    return tokens
+
+
+def _matches(pattern, path):
+    if len(pattern) != len(path):
+        return False
+    for want, have in zip(pattern, path):
+        if want == '[*]':
+            if not isinstance(have, int):
+                return False
+        elif want == '*':
+            if isinstance(have, int):
+                return False
+        elif want != have:
+            return False
+    return True
+
+
+class Replay(object):
+    """One scenario against ``targets = {'storage': fx, 'compute': fx}``."""
+
+    def __init__(self, scenario, targets, work_dir):
+        self.scenario = scenario
+        self.targets = targets
+        self.work_dir = work_dir
+        self.uuids = {}
+        self.ports = {}
+
+    # -- substitution ---------------------------------------------------
+    def _dirs(self):
+        dirs = {'<vhost-dir>': self.targets['storage'].vhost_dir,
+                '<work-dir>': self.work_dir}
+        if 'compute' in self.targets:
+            dirs['<compute-vhost-dir>'] = self.targets['compute'].vhost_dir
+        return dirs
+
+    def port(self, recorded):
+        if recorded not in self.ports:
+            with socket.socket() as sock:
+                sock.bind(('127.0.0.1', 0))
+                self.ports[recorded] = str(sock.getsockname()[1])
+        return self.ports[recorded]
+
+    def _fill_string(self, text):
+        def fresh(match):
+            n = match.group(1)
+            if n not in self.uuids:
+                self.uuids[n] = str(uuidlib.uuid4())
+            return self.uuids[n]
+        text = _PLACEHOLDER.sub(fresh, text)
+        for key, value in self._dirs().items():
+            text = text.replace(key, value)
+        return text
+
+    def fill(self, value, key=None):
+        """A request with placeholders, dirs and ports substituted."""
+        if isinstance(value, dict):
+            return {k: self.fill(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.fill(v) for v in value]
+        if isinstance(value, str):
+            if key == 'trsvcid':
+                return self.port(value)
+            return self._fill_string(value)
+        return value
+
+    # -- comparison -----------------------------------------------------
+    def _compare_string(self, want, have, where, parent):
+        if not isinstance(have, str):
+            raise ReplayError('%s: expected %r, got %r' % (where, want, have))
+        if _NGUID.match(want) and isinstance(parent, dict) and (
+                'uuid' in parent):
+            if have != str(parent.get('uuid')).replace('-', '').upper():
+                raise ReplayError('%s: NGUID %r is not the uuid' % (
+                    where, have))
+            return
+        for key, value in self._dirs().items():
+            want = want.replace(key, value)
+        pattern, names = '', []
+        pos = 0
+        for match in _PLACEHOLDER.finditer(want):
+            pattern += re.escape(want[pos:match.start()])
+            pattern += '(%s)' % _UUID_RE
+            names.append(match.group(1))
+            pos = match.end()
+        pattern += re.escape(want[pos:])
+        found = re.fullmatch(pattern, have)
+        if not found:
+            raise ReplayError('%s: expected %r, got %r' % (where, want, have))
+        for n, value in zip(names, found.groups()):
+            if n in self.uuids:
+                if self.uuids[n] != value:
+                    raise ReplayError('%s: <uuid:%s> is %s, got %s' % (
+                        where, n, self.uuids[n], value))
+            elif value in self.uuids.values():
+                raise ReplayError('%s: <uuid:%s> should be a new UUID, got '
+                                  'one already seen: %s' % (where, n, value))
+            else:
+                self.uuids[n] = value
+
+    def compare(self, want, have, ignore, path=(), parent=None):
+        where = '.'.join(str(t) for t in path)
+        if any(_matches(p, list(path)) for p in ignore):
+            return
+        if isinstance(want, dict):
+            if not isinstance(have, dict) or set(want) != set(have):
+                raise ReplayError('%s: expected keys %s, got %r' % (
+                    where, sorted(want), have))
+            for key in want:
+                self.compare(want[key], have[key], ignore, path + (key,),
+                             have)
+        elif isinstance(want, list):
+            if not isinstance(have, list) or len(want) != len(have):
+                raise ReplayError('%s: expected %r, got %r' % (
+                    where, want, have))
+            for i, (w, h) in enumerate(zip(want, have)):
+                self.compare(w, h, ignore, path + (i,), have)
+        elif isinstance(want, str):
+            if path and path[-1] == 'trsvcid':
+                want = self.port(want)
+            self._compare_string(want, have, where, parent)
+        elif want != have or type(want) is not type(have):
+            raise ReplayError('%s: expected %r, got %r' % (where, want, have))
+
+    def check_response(self, call, response):
+        ignore = [_parse_path(p) for p in call.get('ignore', [])]
+        kind = 'result' if 'result' in call else 'error'
+        if ['result'] in ignore and ['error'] in ignore:
+            return
+        if kind not in response:
+            raise ReplayError('expected %s %r, got %r' % (
+                kind, call[kind], response))
+        self.compare(call[kind], response[kind], ignore, (kind,))
+
+    # -- running --------------------------------------------------------
+    def _preconditions(self):
+        for name in ('storage', 'compute'):
+            first = next((c for c in self.scenario['calls']
+                          if c['method'] == 'nvmf_create_transport' and
+                          c.get('target', 'storage') == name), None)
+            if first and 'already exists' in first.get('error', {}).get(
+                    'message', ''):
+                self.targets[name].call('nvmf_create_transport',
+                                        self.fill(first['params']))
+
+    def _call(self, call):
+        target = self.targets[call.get('target', 'storage')]
+        response = target.call(call['method'], self.fill(call.get('params')))
+        if call['method'] == 'bdev_lvol_check_shallow_copy' and (
+                call.get('result', {}).get('state') != 'in progress'):
+            deadline = time.monotonic() + 60
+            while (response.get('result', {}).get('state') == 'in progress'
+                   and time.monotonic() < deadline):
+                time.sleep(0.1)
+                response = target.call(call['method'],
+                                       self.fill(call.get('params')))
+        return response
+
+    def run(self, checks):
+        self._preconditions()
+        for index, call in enumerate(self.scenario['calls']):
+            label = '%s call #%d %s' % (self.scenario['scenario'], index,
+                                        call['method'])
+            try:
+                if call['method'] == '<check>':
+                    check = checks.get(call.get('why'))
+                    if check is None:
+                        raise ReplayError('unknown check %r' % call.get(
+                            'why'))
+                    self.compare(call['result'], check(self), [])
+                    continue
+                self.check_response(call, self._call(call))
+            except ReplayError as err:
+                raise ReplayError('%s: %s' % (label, err)) from err
+
+
+def check_export_holds_image(replay):
+    """The shallow copy wrote the image's bytes into export.raw."""
+    with open(os.path.join(replay.work_dir, 'image.raw'), 'rb') as src:
+        image = src.read()
+    with open(os.path.join(replay.work_dir, 'export.raw'), 'rb') as src:
+        export = src.read(len(image))
+    if export != image:
+        raise ReplayError('export.raw does not hold the image bytes')
+    return True
+
+
+CHECKS = {'export file holds the image bytes': check_export_holds_image}
+
+
+def prepare_work_dir(work_dir):
+    """The files the scenarios' aio bdevs open."""
+    with open(os.path.join(work_dir, 'image.raw'), 'wb') as out:
+        out.write(image_pattern())
+    with open(os.path.join(work_dir, 'export.raw'), 'wb') as out:
+        out.truncate(IMAGE_SIZE)
