@@ -1,0 +1,145 @@
+"""Who uses an lvol, and exporting it to a compute host.
+
+A compute host whose SPDK target is this one gets the lvol itself
+(``transport: local``): its connector builds the vhost controller on it.
+Any other host gets one NVMe-oF subsystem per volume that admits only its
+host NQN (``allow_any_host`` off), which it attaches with ``bdev_nvme``.
+SPDK does not stop an lvol in use from being deleted, so :func:`users`
+lets the driver refuse that itself.
+"""
+
+import contextlib
+import ipaddress
+
+from cinder import exception
+from oslo_log import log
+
+from os_brick_connector import exception as rpc_exc
+
+LOG = log.getLogger(__name__)
+
+SERIAL_LEN = 20
+MODEL = 'Cinder SPDK vhost'
+
+
+def users(client, lvol):
+    """Names of vhost controllers and NVMe-oF subsystems using ``lvol``."""
+    names = {lvol.uuid, lvol.alias}
+    found = []
+    for ctrlr in client.vhost_get_controllers():
+        block = ctrlr.get('backend_specific', {}).get('block', {})
+        if block.get('bdev') in names:
+            found.append('vhost controller %s' % ctrlr['ctrlr'])
+    for sub in client.nvmf_get_subsystems():
+        if any(ns.get('bdev_name') in names
+               for ns in sub.get('namespaces') or ()):
+            found.append('NVMe-oF subsystem %s' % sub['nqn'])
+    return found
+
+
+def _adrfam(address):
+    try:
+        return 'ipv%d' % ipaddress.ip_address(address).version
+    except ValueError:
+        return 'ipv4'
+
+
+class NvmfExport(object):
+    """The per-volume NVMe-oF subsystems of one backend."""
+
+    def __init__(self, client, conf):
+        self.client = client
+        self.trtype = conf.spdk_nvmf_transport.upper()
+        self.address = conf.spdk_nvmf_address
+        self.port = str(conf.spdk_nvmf_port)
+        self.prefix = conf.spdk_nvmf_nqn_prefix
+        self.adrfam = _adrfam(self.address)
+
+    def nqn(self, volume_name):
+        return '%s:%s' % (self.prefix, volume_name)
+
+    def ensure_transport(self):
+        """Create the transport once; a second create is AlreadyExists."""
+        try:
+            self.client.nvmf_create_transport(self.trtype)
+        except rpc_exc.AlreadyExists:
+            pass
+
+    def _subsystem(self, nqn):
+        try:
+            return self.client.nvmf_get_subsystems(nqn=nqn)[0]
+        except (rpc_exc.NotFound, rpc_exc.InvalidParams):
+            return None
+
+    def _create(self, nqn, lvol, rollback):
+        serial = lvol.uuid.replace('-', '')[:SERIAL_LEN]
+        self.client.nvmf_create_subsystem(
+            nqn, serial_number=serial, model_number=MODEL,
+            allow_any_host=False, max_namespaces=1)
+        rollback.add('delete subsystem %s' % nqn, self.delete, nqn)
+        ns_id = self.client.nvmf_subsystem_add_ns(nqn, lvol.uuid)
+        self.client.nvmf_subsystem_add_listener(
+            nqn, self.trtype, self.address, self.port,
+            adrfam=self.adrfam.replace('ipv', 'IPv'))
+        return {'hosts': [], 'namespaces': [{'nsid': ns_id}]}
+
+    def export(self, volume_name, lvol, host_nqn, rollback):
+        """Admit ``host_nqn`` to the volume's subsystem; return the data.
+
+        Only what this call created is registered with ``rollback``.
+        """
+        nqn = self.nqn(volume_name)
+        sub = self._subsystem(nqn)
+        if sub is None:
+            sub = self._create(nqn, lvol, rollback)
+        if host_nqn not in [h['nqn'] for h in sub.get('hosts', [])]:
+            self.client.nvmf_subsystem_add_host(nqn, host_nqn)
+            rollback.add('remove host %s' % host_nqn,
+                         self.client.nvmf_subsystem_remove_host, nqn,
+                         host_nqn)
+        ns_id = (sub.get('namespaces') or [{'nsid': 1}])[0]['nsid']
+        return {'transport': self.trtype.lower(), 'nqn': nqn,
+                'traddr': self.address, 'trsvcid': self.port,
+                'adrfam': self.adrfam, 'ns_id': ns_id,
+                'host_nqn': host_nqn}
+
+    def unexport(self, volume_name, host_nqn):
+        """Remove a host (all when None); drop the subsystem when empty."""
+        nqn = self.nqn(volume_name)
+        sub = self._subsystem(nqn)
+        if sub is None:
+            return
+        hosts = [h['nqn'] for h in sub.get('hosts', [])]
+        leaving = hosts if host_nqn is None else [host_nqn]
+        for host in leaving:
+            if host in hosts:
+                self.client.nvmf_subsystem_remove_host(nqn, host)
+        if not set(hosts) - set(leaving):
+            self.delete(nqn)
+
+    def delete(self, nqn):
+        """Delete a subsystem; a missing one is -32602 and fine."""
+        try:
+            self.client.nvmf_delete_subsystem(nqn)
+        except (rpc_exc.NotFound, rpc_exc.InvalidParams):
+            LOG.debug('NVMe-oF subsystem %s was already gone', nqn)
+
+    @contextlib.contextmanager
+    def io_channel(self, lvol):
+        """Hold an I/O channel open on ``lvol`` (see qos_apply)."""
+        nqn = '%s:qos-%s' % (self.prefix, lvol.uuid)
+        self.delete(nqn)
+        try:
+            self.client.nvmf_create_subsystem(nqn, allow_any_host=False,
+                                              max_namespaces=1)
+            self.client.nvmf_subsystem_add_ns(nqn, lvol.uuid)
+            yield
+        finally:
+            self.delete(nqn)
+
+
+def require_host_nqn(connector):
+    nqn = (connector or {}).get('nqn')
+    if not nqn:
+        raise exception.InvalidConnectorException(missing='nqn')
+    return nqn

@@ -1,0 +1,47 @@
+"""Configuration options of the Cinder SPDK vhost driver.
+
+They live in the backend's section of cinder.conf, next to the SPDK
+JSON-RPC options of :mod:`os_brick_connector.config` (how to reach the
+target), which the driver registers in the same section.
+"""
+
+from oslo_config import cfg
+
+driver_opts = [
+    cfg.ListOpt('spdk_lvstores',
+                default=['lvs0'],
+                help='Names of the SPDK lvol stores this backend carves '
+                     'volumes from; each one is reported as a pool.'),
+    cfg.BoolOpt('spdk_thin_provision',
+                default=True,
+                help='Create thin-provisioned lvols: space is allocated '
+                     'on first write, so clones and snapshots stay cheap.'),
+    cfg.StrOpt('spdk_lvol_clear_method',
+               choices=['none', 'unmap', 'write_zeroes'],
+               help='How SPDK clears an lvol\'s clusters when it is '
+                    'deleted or shrunk (bdev_lvol_create clear_method). '
+                    'Unset lets SPDK choose (unmap).'),
+    cfg.StrOpt('spdk_target_id',
+               help='Identity of the SPDK target this backend drives. A '
+                    'connector reporting the same spdk_target_id shares '
+                    'the target (hyperconverged) and gets the lvol '
+                    'directly (transport local) instead of NVMe-oF. '
+                    'Unset: this host\'s name when the RPC goes to a Unix '
+                    'socket, tcp:<address>:<port> otherwise.'),
+    cfg.StrOpt('spdk_nvmf_transport',
+               default='tcp',
+               choices=['tcp', 'rdma'],
+               help='NVMe-oF transport used to export volumes to compute '
+                    'hosts that run their own SPDK target.'),
+    cfg.HostAddressOpt('spdk_nvmf_address',
+                       default='127.0.0.1',
+                       help='Address the per-volume NVMe-oF subsystems '
+                            'listen on; compute hosts connect to it.'),
+    cfg.PortOpt('spdk_nvmf_port',
+                default=4420,
+                help='Port (trsvcid) of the NVMe-oF listener.'),
+    cfg.StrOpt('spdk_nvmf_nqn_prefix',
+               default='nqn.2016-06.io.spdk:cinder',
+               help='Prefix of the per-volume subsystem NQNs; the volume '
+                    'name is appended after a colon.'),
+]

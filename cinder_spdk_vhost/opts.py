@@ -1,0 +1,16 @@
+"""Entry point for oslo-config-generator (``oslo.config.opts``)."""
+
+import copy
+
+from cinder_spdk_vhost import options
+from os_brick_connector import config
+
+# Shown under a backend-like section; in cinder.conf the options go in
+# each SPDK backend's own section.
+GROUP = 'spdk_vhost_backend'
+
+
+def list_opts():
+    """Return the driver's options (and the RPC ones it registers)."""
+    return [(GROUP, copy.deepcopy(config.rpc_opts) +
+             copy.deepcopy(options.driver_opts))]

@@ -1,0 +1,43 @@
+"""Undo what a multi-step operation did when a later step fails.
+
+Every driver operation that makes more than one change on the target
+records an undo step after each change; if anything raises, the steps
+run newest first, so no lvol, snapshot or subsystem is left behind.
+"""
+
+from oslo_log import log
+
+from os_brick_connector import exception as rpc_exc
+
+LOG = log.getLogger(__name__)
+
+
+class Rollback(object):
+    """Context manager collecting undo callables."""
+
+    def __init__(self, what):
+        self.what = what
+        self._steps = []
+
+    def add(self, description, func, *args, **kwargs):
+        """Register ``func(*args, **kwargs)`` to undo the last change."""
+        self._steps.append((description, func, args, kwargs))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        if exc_type is None:
+            return False
+        LOG.warning('%(what)s failed (%(err)s); rolling back',
+                    {'what': self.what, 'err': exc_value})
+        for description, func, args, kwargs in reversed(self._steps):
+            try:
+                func(*args, **kwargs)
+            except rpc_exc.SpdkRpcError as err:
+                # The original error matters more; this one is logged so
+                # an operator can clean up by hand.
+                LOG.error('Rollback of %(what)s: could not %(step)s: '
+                          '%(err)s', {'what': self.what,
+                                      'step': description, 'err': err})
+        return False
