@@ -40,3 +40,104 @@ rpc_opts = [
                  min=0.0,
                  help='Seconds to wait between two connection attempts.'),
 ]
+
+# The os-brick connector's options, in Nova's ``[spdk_vhost]`` group (next
+# to rpc_opts, which point at this compute host's SPDK target).
+NUMA_POLICIES = ('required', 'preferred', 'none')
+
+connector_opts = [
+    cfg.StrOpt('target_id',
+               help='Identity of this host\'s SPDK target, reported to '
+                    'Cinder in the connector properties so that a volume '
+                    'on the same target is attached locally (no NVMe-oF). '
+                    'Must equal the Cinder backend\'s target identity for '
+                    'a hyperconverged host. Default, as Cinder\'s: the '
+                    'host name, or tcp:<address>:<port> when the RPC goes '
+                    'over TCP.'),
+    cfg.StrOpt('host_nqn',
+               help='NVMe host NQN this host presents to NVMe-oF storage '
+                    'targets; Cinder allows it on the volume\'s '
+                    'subsystem. Default: the content of host_nqn_file, '
+                    'else one derived from /etc/machine-id.'),
+    cfg.StrOpt('host_nqn_file',
+               default='/etc/nvme/hostnqn',
+               help='File holding the host NQN (nvme-cli\'s), read when '
+                    'host_nqn is not set.'),
+    cfg.StrOpt('sysfs_root',
+               default='/sys',
+               help='Root of the sysfs tree the NUMA layout is read from '
+                    '(devices/system/node/node*/cpulist). Only tests '
+                    'change it.'),
+    cfg.StrOpt('numa_policy',
+               default='preferred',
+               choices=[
+                   ('required', 'Refuse an attachment when no SPDK reactor '
+                                'runs on the guest\'s NUMA node.'),
+                   ('preferred', 'Use the guest\'s node when it has a '
+                                 'reactor, else the least loaded reactor '
+                                 'anywhere, with a warning.'),
+                   ('none', 'Ignore NUMA: the least loaded reactor '
+                            'anywhere.')],
+               help='How the SPDK reactor polling a volume\'s vhost '
+                    'controller is chosen relative to the guest\'s NUMA '
+                    'node.'),
+    cfg.BoolOpt('vhost_packed_ring',
+                default=False,
+                help='Create vhost-blk controllers with packed virtqueue '
+                     'support. The guest device must also be created with '
+                     'packed=on for it to be used.'),
+    cfg.IntOpt('vhost_coalescing_delay_base_us',
+               default=0,
+               min=0,
+               help='Interrupt coalescing base delay (microseconds) of '
+                    'each vhost-blk controller; 0 leaves SPDK\'s default '
+                    '(no coalescing).'),
+    cfg.IntOpt('vhost_coalescing_iops_threshold',
+               default=60000,
+               min=1,
+               help='IOPS above which SPDK starts coalescing interrupts; '
+                    'used only when vhost_coalescing_delay_base_us > 0.'),
+    cfg.StrOpt('vhost_socket_owner',
+               help='User to own each vhost-user socket (e.g. '
+                    'libvirt-qemu), so QEMU can connect. Unset: unchanged.'),
+    cfg.StrOpt('vhost_socket_group',
+               help='Group to own each vhost-user socket (e.g. kvm). '
+                    'Unset: unchanged.'),
+    cfg.StrOpt('vhost_socket_mode',
+               default='0660',
+               help='Octal permission bits of each vhost-user socket. The '
+                    'default lets only its owner and group (QEMU) in.'),
+    cfg.IntOpt('disconnect_retries',
+               default=10,
+               min=0,
+               help='How many more times to try deleting a vhost-blk '
+                    'controller while a guest is still connected to it.'),
+    cfg.FloatOpt('disconnect_retry_interval',
+                 default=1.0,
+                 min=0.0,
+                 help='Seconds between two attempts to delete a vhost-blk '
+                      'controller still in use by a guest.'),
+    cfg.IntOpt('nvme_ctrlr_loss_timeout_sec',
+               default=60,
+               min=-1,
+               help='NVMe-oF: seconds a lost connection to the storage '
+                    'target is retried before the controller is dropped '
+                    '(-1: retry forever).'),
+    cfg.IntOpt('nvme_reconnect_delay_sec',
+               default=2,
+               min=0,
+               help='NVMe-oF: seconds between two reconnect attempts.'),
+    cfg.IntOpt('nvme_fast_io_fail_timeout_sec',
+               default=10,
+               min=0,
+               help='NVMe-oF: seconds after a lost connection at which I/O '
+                    'fails instead of waiting (0: wait until the '
+                    'controller is dropped). Must not exceed '
+                    'nvme_ctrlr_loss_timeout_sec.'),
+]
+
+
+def register_connector_opts(conf, group='spdk_vhost'):
+    """Register everything the connector reads, RPC options included."""
+    conf.register_opts(rpc_opts, group=group)
+    conf.register_opts(connector_opts, group=group)

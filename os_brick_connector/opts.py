@@ -9,4 +9,5 @@ GROUP = 'spdk_vhost'
 
 def list_opts():
     """Return this package's options by group, for the sample config."""
-    return [(GROUP, copy.deepcopy(config.rpc_opts))]
+    return [(GROUP, copy.deepcopy(config.rpc_opts) +
+             copy.deepcopy(config.connector_opts))]

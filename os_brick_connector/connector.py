@@ -1,0 +1,321 @@
+"""os-brick connector that turns an SPDK volume into a vhost-user socket.
+
+os-brick's connector table is fixed, so nothing finds this class by its
+protocol name: the Nova driver (``nova_vhost_user``) builds it directly.
+"""
+
+import grp
+import os
+import pwd
+import re
+import stat
+import time
+
+from os_brick.initiator.connectors import base
+from os_brick import utils as brick_utils
+from oslo_concurrency import lockutils
+from oslo_config import cfg
+from oslo_log import log
+from oslo_utils import excutils
+
+from os_brick_connector import config
+from os_brick_connector import connector_errors as errors
+from os_brick_connector import exception as spdk_exc
+from os_brick_connector import frontend_qos
+from os_brick_connector import host_identity
+from os_brick_connector import numa
+from os_brick_connector import nvme_initiator
+from os_brick_connector import privileged
+from os_brick_connector import spdk_rpc
+
+LOG = log.getLogger(__name__)
+
+PROTOCOL = 'SPDK_VHOST'
+DEVICE_TYPE = 'vhost_user_blk'
+CONTROLLER_PREFIX = 'vhost-'
+LOCAL = 'local'
+REMOTE_TRANSPORTS = ('tcp', 'rdma')
+# Also a safe socket file name, and short enough for sun_path.
+_VOLUME_ID = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$')
+_LOCK = 'spdk-vhost-connector'
+
+
+def default_conf():
+    """``CONF.spdk_vhost`` with the connector's options registered."""
+    config.register_connector_opts(cfg.CONF)
+    return cfg.CONF.spdk_vhost
+
+
+def controller_name(volume_id):
+    """The vhost-blk controller of a volume: a retry finds the same one."""
+    if not isinstance(volume_id, str) or not _VOLUME_ID.match(volume_id):
+        raise errors.InvalidConnectionProperties(
+            reason='volume_id %r cannot name an SPDK controller'
+            % (volume_id,))
+    return CONTROLLER_PREFIX + volume_id
+
+
+def _controller_bdev(ctrl):
+    return ctrl.get('backend_specific', {}).get('block', {}).get('bdev')
+
+
+class SpdkVhostConnector(base.BaseLinuxConnector):
+    """Attach SPDK volumes to guests as vhost-user-blk sockets.
+
+    ``connection_properties`` is Cinder's ``connection_info['data']``
+    (see DESIGN.md) plus one key the Nova driver adds:
+
+    ``numa_node``
+        The host NUMA node (int) of the guest the volume is for, or None
+        (absent) when the guest has no preference. The controller is
+        polled by one SPDK reactor on that node, the one serving the
+        fewest controllers; ``[spdk_vhost] numa_policy`` says what
+        happens when the node has no reactor.
+
+    ``connect_volume`` returns ``{'type': 'vhost_user_blk', 'path':
+    <socket>, 'controller': <name>, 'cpumask': <hex>, 'numa_node': <node
+    of the chosen reactor or None>}``. The controller is named from the
+    volume id, so one volume has one controller per host (no multiattach
+    to two guests of one host).
+    """
+
+    def __init__(self, root_helper, driver=None, execute=None,
+                 conf=None, client=None, *args, **kwargs):
+        super().__init__(root_helper, driver=driver, execute=execute,
+                         *args, **kwargs)
+        self.conf = conf if conf is not None else default_conf()
+        self.client = (client if client is not None
+                       else spdk_rpc.SpdkClient.from_conf(self.conf))
+
+    @staticmethod
+    def get_connector_properties(root_helper, *args, **kwargs):
+        """This host's SPDK identity for Cinder; see host_identity.
+
+        ``conf`` and ``client`` may be passed as keyword arguments
+        (tests, or a caller holding its own); else ``CONF.spdk_vhost``.
+        """
+        conf = kwargs.get('conf') or default_conf()
+        client = kwargs.get('client')
+        if client is not None:
+            return host_identity.connector_properties(conf, client)
+        with spdk_rpc.SpdkClient.from_conf(conf) as own:
+            return host_identity.connector_properties(conf, own)
+
+    # -- lookups -----------------------------------------------------------
+
+    def _controller(self, name):
+        try:
+            return self.client.vhost_get_controllers(name=name)[0]
+        except spdk_exc.NotFound:
+            return None
+
+    def _device_info(self, ctrl, topology=None):
+        topology = topology or numa.Topology.read(self.client,
+                                                  self.conf.sysfs_root)
+        cores = numa.cpumask_cores(ctrl['cpumask'])
+        nodes = {topology.node_of(core) for core in cores}
+        return {'type': DEVICE_TYPE, 'path': ctrl['socket'],
+                'controller': ctrl['ctrlr'], 'cpumask': ctrl['cpumask'],
+                'numa_node': nodes.pop() if len(nodes) == 1 else None}
+
+    # -- connect -----------------------------------------------------------
+
+    @staticmethod
+    def _check_properties(props):
+        transport = props.get('transport')
+        need = ['volume_id', 'bdev']
+        if transport in REMOTE_TRANSPORTS:
+            need = ['volume_id', 'nqn', 'traddr']
+        elif transport != LOCAL:
+            raise errors.InvalidConnectionProperties(
+                reason='unknown transport %r' % (transport,))
+        missing = [key for key in need if not props.get(key)]
+        if missing:
+            raise errors.InvalidConnectionProperties(
+                reason='missing %s' % ', '.join(missing))
+        node = props.get('numa_node')
+        if node is not None and (isinstance(node, bool)
+                                 or not isinstance(node, int)):
+            raise errors.InvalidConnectionProperties(
+                reason='numa_node must be an int or None, not %r' % (node,))
+
+    def _bdev(self, props, undo):
+        """The bdev the controller exposes, attaching NVMe-oF if needed."""
+        if props['transport'] == LOCAL:
+            wanted = props['bdev']
+        else:
+            wanted, created = nvme_initiator.attach(self.client, props,
+                                                    self.conf)
+            if created:
+                undo.append(lambda: self.client.bdev_nvme_detach_controller(
+                    nvme_initiator.controller_name(props)))
+        # Canonical name: an alias (lvs/lvol) is listed by its UUID name.
+        return self.client.bdev_get_bdevs(name=wanted)[0]['name']
+
+    def _create_controller(self, name, bdev, props, undo):
+        topology = numa.Topology.read(self.client, self.conf.sysfs_root)
+        load = numa.controller_load(self.client.vhost_get_controllers())
+        core = numa.choose_core(topology, load, props.get('numa_node'),
+                                self.conf.numa_policy)
+        readonly = props.get('access_mode') == 'ro'
+        try:
+            self.client.vhost_create_blk_controller(
+                name, bdev, cpumask=numa.core_mask(core),
+                readonly=readonly or None,
+                packed_ring=self.conf.vhost_packed_ring or None)
+            undo.append(lambda: self.client.vhost_delete_controller(name))
+        except spdk_exc.AlreadyExists:
+            LOG.info('vhost-blk controller %s appeared meanwhile; reusing',
+                     name)
+        if self.conf.vhost_coalescing_delay_base_us:
+            self.client.vhost_controller_set_coalescing(
+                name, self.conf.vhost_coalescing_delay_base_us,
+                self.conf.vhost_coalescing_iops_threshold)
+
+    def _check_reusable(self, ctrl, bdev, props):
+        found = _controller_bdev(ctrl)
+        if found != bdev:
+            raise errors.ControllerConflict(ctrlr=ctrl['ctrlr'],
+                                            found=found, wanted=bdev)
+        readonly = ctrl['backend_specific']['block'].get('readonly', False)
+        if readonly != (props.get('access_mode') == 'ro'):
+            raise errors.ControllerConflict(
+                ctrlr=ctrl['ctrlr'], found='readonly=%s' % readonly,
+                wanted='access_mode=%s' % props.get('access_mode'))
+
+    def _set_socket_access(self, path):
+        conf = self.conf
+        uid = (pwd.getpwnam(conf.vhost_socket_owner).pw_uid
+               if conf.vhost_socket_owner else -1)
+        gid = (grp.getgrnam(conf.vhost_socket_group).gr_gid
+               if conf.vhost_socket_group else -1)
+        privileged.set_socket_access(path, uid, gid,
+                                     int(conf.vhost_socket_mode, 8))
+
+    @staticmethod
+    def _undo(undo):
+        for step in reversed(undo):
+            try:
+                step()
+            except spdk_exc.SpdkRpcError as err:
+                LOG.warning('Could not undo a step of a failed connect: '
+                            '%s', err)
+
+    @brick_utils.trace
+    def connect_volume(self, connection_properties):
+        """Create (or find) the volume's vhost-blk controller.
+
+        Idempotent: a second call returns the same controller. A failed
+        call undoes what it created, and only that.
+        """
+        props = connection_properties
+        self._check_properties(props)
+        name = controller_name(props['volume_id'])
+        undo = []
+        with lockutils.lock(_LOCK, external=True):
+            try:
+                return self._connect(name, props, undo)
+            except Exception:
+                with excutils.save_and_reraise_exception():
+                    self._undo(undo)
+
+    def _connect(self, name, props, undo):
+        bdev = self._bdev(props, undo)
+        ctrl = self._controller(name)
+        if ctrl is not None:
+            self._check_reusable(ctrl, bdev, props)
+        # Limits before the controller: no guest may run without them.
+        frontend_qos.apply(self.client, bdev, props.get('qos_specs'))
+        if ctrl is None:
+            self._create_controller(name, bdev, props, undo)
+            ctrl = self._controller(name)
+            self._check_reusable(ctrl, bdev, props)
+        self._set_socket_access(ctrl['socket'])
+        return self._device_info(ctrl)
+
+    # -- disconnect --------------------------------------------------------
+
+    def _delete_controller(self, name, force):
+        """Delete, retrying while a guest holds it. Whether it is gone."""
+        attempts = self.conf.disconnect_retries + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                self.client.vhost_delete_controller(name)
+                return True
+            except spdk_exc.NotFound:
+                return True
+            except spdk_exc.Busy:
+                LOG.debug('vhost-blk controller %(name)s still in use '
+                          '(attempt %(n)d of %(total)d)',
+                          {'name': name, 'n': attempt, 'total': attempts})
+                if attempt < attempts:
+                    time.sleep(self.conf.disconnect_retry_interval)
+        if not force:
+            raise errors.VolumeStillInUse(ctrlr=name, attempts=attempts)
+        LOG.warning('Forced disconnect: vhost-blk controller %s still has '
+                    'a guest connected and is left in place', name)
+        return False
+
+    @brick_utils.trace
+    def disconnect_volume(self, connection_properties, device_info,
+                          force=False, ignore_errors=False):
+        """Delete the volume's controller and, if unused, its NVMe-oF link.
+
+        Only this volume's controller is deleted; the NVMe controller goes
+        only when no other controller uses one of its namespaces.
+        """
+        props = connection_properties
+        name = controller_name(props.get('volume_id'))
+        with lockutils.lock(_LOCK, external=True):
+            gone = self._delete_controller(name, force)
+            if gone and props.get('transport') in REMOTE_TRANSPORTS:
+                nvme_initiator.detach_if_unused(
+                    self.client, props, self.client.vhost_get_controllers())
+
+    # -- the rest of the os-brick interface --------------------------------
+
+    def extend_volume(self, connection_properties):
+        """The new size in bytes; SPDK tells the guest by itself.
+
+        SPDK sends the guest a virtio config change when its bdev grows
+        (an lvol resized by Cinder, or an NVMe namespace change notice),
+        so there is nothing to rescan: only the size to report.
+        """
+        ctrl = self._controller(
+            controller_name(connection_properties.get('volume_id')))
+        if ctrl is None or not _controller_bdev(ctrl):
+            return None
+        info = self.client.bdev_get_bdevs(name=_controller_bdev(ctrl))[0]
+        return info['num_blocks'] * info['block_size']
+
+    def get_volume_paths(self, connection_properties):
+        ctrl = self._controller(
+            controller_name(connection_properties.get('volume_id')))
+        return [ctrl['socket']] if ctrl is not None else []
+
+    def _our_controllers(self):
+        return [ctrl for ctrl in self.client.vhost_get_controllers()
+                if ctrl['ctrlr'].startswith(CONTROLLER_PREFIX)]
+
+    def get_search_path(self):
+        """The target's vhost socket directory (``spdk_tgt -S``).
+
+        SPDK does not report it; it is read off an existing controller's
+        socket, so it is None on a host with no attachment yet.
+        """
+        for ctrl in self.client.vhost_get_controllers():
+            return os.path.dirname(ctrl['socket'])
+        return None
+
+    def get_all_available_volumes(self, connection_properties=None):
+        return [ctrl['socket'] for ctrl in self._our_controllers()]
+
+    def check_valid_device(self, path, run_as_root=True):
+        """Whether ``path`` is a socket of a live SPDK vhost controller."""
+        try:
+            if not stat.S_ISSOCK(os.stat(path).st_mode):
+                return False
+        except OSError:
+            return False
+        return any(ctrl['socket'] == path
+                   for ctrl in self.client.vhost_get_controllers())

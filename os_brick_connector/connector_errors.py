@@ -1,0 +1,47 @@
+"""Errors of the vhost-user-blk connector, as os-brick exceptions.
+
+Nova catches :class:`os_brick.exception.BrickException` around connector
+calls, so every refusal of the connector is one; what SPDK itself answered
+stays in :mod:`os_brick_connector.exception` and is chained as the cause.
+"""
+
+from os_brick import exception
+
+
+class InvalidConnectionProperties(exception.BrickException):
+    message = 'Invalid spdk_vhost connection properties: %(reason)s'
+
+
+class NumaPlacementError(exception.BrickException):
+    message = ('No SPDK reactor may poll a controller for a guest on NUMA '
+               'node %(node)s: %(reason)s')
+
+
+class InvalidQoSSpec(exception.BrickException):
+    message = 'Front-end QoS spec cannot be applied in SPDK: %(reason)s'
+
+
+class QoSNotApplied(exception.BrickException):
+    message = ('SPDK did not apply the front-end QoS limits %(limits)s '
+               'on bdev %(bdev)s: %(reason)s')
+
+
+class ControllerConflict(exception.BrickException):
+    message = ('vhost-blk controller %(ctrlr)s already exists but serves '
+               '%(found)s, not %(wanted)s; refusing to reuse it')
+
+
+class NvmeConflict(exception.BrickException):
+    message = ('NVMe-oF controller %(name)s already exists for another '
+               'subsystem (%(found)s, wanted %(wanted)s)')
+
+
+class VolumeStillInUse(exception.BrickException):
+    message = ('vhost-blk controller %(ctrlr)s still has a guest connected '
+               'after %(attempts)d attempt(s) to delete it; stop the guest '
+               '(or detach the disk from it) first')
+
+
+class HostNqnMissing(exception.BrickException):
+    message = ('This host has no NVMe host NQN: set [spdk_vhost] host_nqn, '
+               'or create %(path)s (nvme gen-hostnqn)')

@@ -1,0 +1,152 @@
+"""This host's NUMA layout of SPDK reactors, and where a controller goes.
+
+A vhost-blk controller is polled by the reactors in its ``cpumask``; it
+should be polled on the guest's NUMA node, so the guest's virtqueues and
+the poller share a memory controller and last-level cache. Placement picks
+one reactor (a single-core mask), the one with the fewest controllers,
+so controllers spread evenly over a node's reactors instead of SPDK
+putting them all on the mask's first core.
+
+The node of a reactor is read from sysfs (``devices/system/node/node*/
+cpulist``): those are the node numbers libvirt and Nova use for the guest,
+so they are the ones to compare with. SPDK's own ``numa_id`` is used only
+for a core sysfs does not place (no NUMA in sysfs, or a remapped lcore).
+"""
+
+import glob
+import os
+import re
+
+from oslo_log import log
+
+from os_brick_connector import connector_errors as errors
+
+LOG = log.getLogger(__name__)
+
+UNKNOWN_NODE = -1
+POLICY_REQUIRED = 'required'
+POLICY_PREFERRED = 'preferred'
+POLICY_NONE = 'none'
+
+
+def parse_cpulist(text):
+    """The CPUs of a sysfs list such as ``0-3,8,10-11``."""
+    cpus = set()
+    for part in text.strip().split(','):
+        if not part:
+            continue
+        low, _sep, high = part.partition('-')
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def sysfs_cpu_nodes(sysfs_root):
+    """Map each CPU to its NUMA node, as sysfs under ``sysfs_root`` says."""
+    nodes = {}
+    pattern = os.path.join(sysfs_root, 'devices', 'system', 'node',
+                           'node*', 'cpulist')
+    for path in glob.glob(pattern):
+        match = re.search(r'node(\d+)$', os.path.dirname(path))
+        if not match:
+            continue
+        with open(path) as src:
+            for cpu in parse_cpulist(src.read()):
+                nodes[cpu] = int(match.group(1))
+    return nodes
+
+
+def cpumask_cores(mask):
+    """The cores of an SPDK hex cpumask (``0x5`` or ``5``)."""
+    value = int(mask, 16)
+    return [core for core in range(value.bit_length()) if value >> core & 1]
+
+
+def core_mask(core):
+    """SPDK's hex cpumask for one core."""
+    return '0x%x' % (1 << core)
+
+
+class Topology(object):
+    """The reactors of one SPDK target and the NUMA node of each."""
+
+    def __init__(self, reactor_nodes):
+        # {lcore: node}; node is UNKNOWN_NODE when nobody knows it.
+        self.reactor_nodes = dict(reactor_nodes)
+
+    @classmethod
+    def read(cls, client, sysfs_root):
+        """Ask the target for its reactors and sysfs for their nodes."""
+        cpu_nodes = sysfs_cpu_nodes(sysfs_root)
+        reactor_nodes = {}
+        for reactor in client.framework_get_reactors()['reactors']:
+            lcore = reactor['lcore']
+            spdk_node = reactor.get('numa_id', UNKNOWN_NODE)
+            node = cpu_nodes.get(lcore, spdk_node)
+            if lcore in cpu_nodes and spdk_node not in (UNKNOWN_NODE, node):
+                LOG.warning('SPDK places reactor %(core)d on NUMA node '
+                            '%(spdk)d but sysfs on node %(node)d; using '
+                            'sysfs, as Nova does for guests',
+                            {'core': lcore, 'spdk': spdk_node, 'node': node})
+            reactor_nodes[lcore] = node
+        return cls(reactor_nodes)
+
+    def node_of(self, core):
+        """The node of a reactor, or None when unknown."""
+        node = self.reactor_nodes.get(core, UNKNOWN_NODE)
+        return None if node == UNKNOWN_NODE else node
+
+    def layout(self):
+        """``{node: [cores]}`` for the connector properties.
+
+        Keys are strings, as they would be after a trip through JSON
+        anyway; reactors on no known node are under ``"-1"``.
+        """
+        result = {}
+        for core, node in sorted(self.reactor_nodes.items()):
+            result.setdefault(str(node), []).append(core)
+        return result
+
+    def cores_on(self, node):
+        return sorted(core for core, where in self.reactor_nodes.items()
+                      if where == node)
+
+
+def controller_load(controllers):
+    """How many controllers each core polls, from vhost_get_controllers."""
+    load = {}
+    for ctrl in controllers:
+        for core in cpumask_cores(ctrl['cpumask']):
+            load[core] = load.get(core, 0) + 1
+    return load
+
+
+def _least_loaded(cores, load):
+    return min(cores, key=lambda core: (load.get(core, 0), core))
+
+
+def choose_core(topology, load, node, policy):
+    """Pick the reactor for a new controller of a guest on ``node``.
+
+    ``node`` None means the guest has no NUMA preference. Raises
+    :class:`errors.NumaPlacementError` under the ``required`` policy when
+    the node has no reactor.
+    """
+    every_core = sorted(topology.reactor_nodes)
+    if not every_core:
+        raise errors.NumaPlacementError(node=node,
+                                        reason='the target has no reactors')
+    if policy == POLICY_NONE or node is None:
+        return _least_loaded(every_core, load)
+    local = topology.cores_on(node)
+    if local:
+        return _least_loaded(local, load)
+    reason = ('no SPDK reactor runs on node %s (reactors by node: %s)'
+              % (node, topology.layout()))
+    if policy == POLICY_REQUIRED:
+        raise errors.NumaPlacementError(node=node, reason=reason)
+    core = _least_loaded(every_core, load)
+    LOG.warning('%(reason)s; numa_policy is preferred, so core %(core)d '
+                '(node %(other)s) polls the volume: expect cross-node '
+                'memory traffic', {'reason': reason, 'core': core,
+                                   'other': topology.node_of(core)})
+    return core

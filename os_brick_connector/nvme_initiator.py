@@ -1,0 +1,95 @@
+"""The NVMe-oF leg of an attachment: the compute target's bdev_nvme.
+
+One SPDK NVMe controller per remote subsystem and address, named from
+them, so a retried connect finds it and two volumes in one subsystem
+share it. Its namespace ``ns_id`` is the bdev ``<name>n<ns_id>`` that the
+vhost-blk controller exposes. The NVMe controller is detached only when no
+vhost-blk controller uses any of its bdevs any more.
+"""
+
+import hashlib
+
+from os_brick_connector import connector_errors as errors
+from os_brick_connector import exception as spdk_exc
+
+NAME_PREFIX = 'spdkvhost'
+
+
+def controller_name(props):
+    """A stable, SPDK-safe NVMe controller name for a remote subsystem."""
+    key = '|'.join(str(props.get(k, '')) for k in (
+        'transport', 'traddr', 'trsvcid', 'nqn', 'host_nqn'))
+    return NAME_PREFIX + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def namespace_bdev(name, ns_id):
+    return '%sn%d' % (name, int(ns_id))
+
+
+def owns_bdev(name, bdev):
+    """Whether ``bdev`` is one of NVMe controller ``name``'s namespaces."""
+    if not bdev or not bdev.startswith(name + 'n'):
+        return False
+    return bdev[len(name) + 1:].isdigit()
+
+
+def _find(client, name):
+    try:
+        return client.bdev_nvme_get_controllers(name=name)[0]
+    except spdk_exc.NotFound:
+        return None
+
+
+def _check_same_subsystem(found, name, props):
+    trid = found['ctrlrs'][0]['trid']
+    if (trid.get('subnqn') != props['nqn']
+            or trid.get('traddr') != props['traddr']):
+        raise errors.NvmeConflict(
+            name=name, found='%s@%s' % (trid.get('subnqn'),
+                                        trid.get('traddr')),
+            wanted='%s@%s' % (props['nqn'], props['traddr']))
+
+
+def attach(client, props, conf):
+    """Attach the volume's subsystem; return (bdev name, newly attached).
+
+    ``newly attached`` tells the caller whether undoing a failed connect
+    must detach it again.
+    """
+    name = controller_name(props)
+    found = _find(client, name)
+    created = False
+    if found is None:
+        try:
+            client.bdev_nvme_attach_controller(
+                name=name, trtype=props['transport'],
+                traddr=props['traddr'], subnqn=props['nqn'],
+                trsvcid=props.get('trsvcid'), adrfam=props.get('adrfam'),
+                hostnqn=props.get('host_nqn'),
+                ctrlr_loss_timeout_sec=conf.nvme_ctrlr_loss_timeout_sec,
+                reconnect_delay_sec=conf.nvme_reconnect_delay_sec,
+                fast_io_fail_timeout_sec=conf.nvme_fast_io_fail_timeout_sec)
+            created = True
+        except spdk_exc.AlreadyExists:
+            found = _find(client, name)
+    if found is not None:
+        _check_same_subsystem(found, name, props)
+    return namespace_bdev(name, props.get('ns_id', 1)), created
+
+
+def detach_if_unused(client, props, controllers):
+    """Detach the subsystem's NVMe controller if no vhost-blk uses it.
+
+    ``controllers`` is vhost_get_controllers' answer after this volume's
+    controller went away. Returns whether it was detached.
+    """
+    name = controller_name(props)
+    for ctrl in controllers:
+        bdev = ctrl.get('backend_specific', {}).get('block', {}).get('bdev')
+        if owns_bdev(name, bdev):
+            return False
+    try:
+        client.bdev_nvme_detach_controller(name)
+    except spdk_exc.NotFound:
+        return False
+    return True

@@ -1,0 +1,53 @@
+"""Connector checks that need no SPDK target: names and properties."""
+
+from os_brick_connector import connector
+from os_brick_connector import connector_errors as errors
+from os_brick_connector import nvme_initiator
+from tests import base
+
+VOLUME = '6a1c7b8e-0d2f-4c3e-9a51-0a2b3c4d5e6f'
+
+
+class TestNames(base.TestCase):
+
+    def test_controller_name_comes_from_the_volume_id(self):
+        self.assertEqual('vhost-' + VOLUME, connector.controller_name(VOLUME))
+
+    def test_unsafe_volume_ids_are_refused(self):
+        for bad in ('../etc/passwd', 'a/b', '', None, 'x' * 65, 'a b'):
+            self.assertRaises(errors.InvalidConnectionProperties,
+                              connector.controller_name, bad)
+
+    def test_nvme_name_is_stable_and_per_subsystem(self):
+        props = {'transport': 'tcp', 'traddr': '192.0.2.1',
+                 'trsvcid': '4420', 'nqn': 'nqn.a:1', 'host_nqn': 'h'}
+        name = nvme_initiator.controller_name(props)
+        self.assertEqual(name, nvme_initiator.controller_name(dict(props)))
+        self.assertNotEqual(name, nvme_initiator.controller_name(
+            dict(props, nqn='nqn.a:2')))
+        self.assertTrue(nvme_initiator.owns_bdev(name, name + 'n1'))
+        self.assertFalse(nvme_initiator.owns_bdev(name, name + 'n1x'))
+        self.assertFalse(nvme_initiator.owns_bdev(name, 'other'))
+        self.assertFalse(nvme_initiator.owns_bdev(name, None))
+
+
+class TestProperties(base.TestCase):
+
+    check = staticmethod(connector.SpdkVhostConnector._check_properties)
+
+    def test_valid(self):
+        self.check({'volume_id': VOLUME, 'transport': 'local', 'bdev': 'b',
+                    'numa_node': 1})
+        self.check({'volume_id': VOLUME, 'transport': 'tcp', 'nqn': 'n',
+                    'traddr': '192.0.2.1'})
+
+    def test_invalid(self):
+        for props in ({'volume_id': VOLUME, 'transport': 'fc', 'bdev': 'b'},
+                      {'volume_id': VOLUME, 'transport': 'local'},
+                      {'volume_id': VOLUME, 'transport': 'tcp', 'nqn': 'n'},
+                      {'volume_id': VOLUME, 'transport': 'local',
+                       'bdev': 'b', 'numa_node': '1'},
+                      {'volume_id': VOLUME, 'transport': 'local',
+                       'bdev': 'b', 'numa_node': True}):
+            self.assertRaises(errors.InvalidConnectionProperties,
+                              self.check, props)
