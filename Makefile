@@ -1,6 +1,6 @@
 # `make test` and `make demo` do all the set-up on a fresh Debian 12 machine:
 # Debian packages from bindep.txt, a virtualenv with the Python packages,
-# hugepages for the test guests. Run as root or with sudo available.
+# hugepages for the test guests, libvirtd. Run as root or with sudo available.
 
 VENV ?= .venv
 PYTHON ?= python3
@@ -31,6 +31,7 @@ $(STAMP): requirements.txt test-requirements.txt doc/requirements.txt setup.cfg
 
 host:
 	$(SUDO) tools/setup-hugepages.sh
+	$(SUDO) tools/start-libvirt.sh
 
 unit: venv
 	$(BIN)/stestr run tests.unit

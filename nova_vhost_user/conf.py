@@ -1,0 +1,51 @@
+"""Options of the Nova side, in the ``[spdk_vhost]`` group.
+
+The group is shared with the os-brick connector (it registers its own
+options, and the RPC ones from :mod:`os_brick_connector.config`), so the
+options here carry a ``guest_`` or ``nova_`` prefix: they describe how
+Nova builds the guest, never how the SPDK target is driven.
+"""
+
+from oslo_config import cfg
+
+GROUP = 'spdk_vhost'
+
+nova_opts = [
+    cfg.IntOpt('guest_max_queues',
+               default=4,
+               min=1,
+               max=256,
+               help='Largest number of virtqueues given to one '
+                    'vhost-user-blk disk. A guest gets min(its vCPUs, '
+                    'this value): more queues than vCPUs hangs some '
+                    'guest kernels, and each queue costs SPDK polling '
+                    'time.'),
+    cfg.IntOpt('guest_reconnect_timeout',
+               default=10,
+               min=1,
+               help='Seconds between QEMU\'s attempts to reconnect a '
+                    'vhost-user-blk disk whose SPDK target went away '
+                    '(libvirt <reconnect timeout>). SPDK controllers '
+                    'vanish when the target restarts; this is what lets '
+                    'a guest carry on once the target is back.'),
+    cfg.StrOpt('guest_memory_source',
+               default='memfd',
+               choices=[('memfd', 'memfd with hugetlb: no hugetlbfs '
+                                  'mount needed by QEMU'),
+                        ('file', 'a file on the hugetlbfs mount')],
+               help='Backing of the shared hugepage memory given to '
+                    'guests whose flavor or image asks for hugepages '
+                    '(hw:mem_page_size), so vhost-user volumes can be '
+                    'attached to them, also later.'),
+    cfg.BoolOpt('nova_check_reactor_overlap',
+                default=True,
+                help='At start, ask the SPDK target for its reactor cores '
+                     'and warn when [compute] cpu_dedicated_set or '
+                     'cpu_shared_set contains any: guests and SPDK\'s '
+                     'busy-polling reactors must not share cores.'),
+]
+
+
+def register_opts(conf):
+    """Register this package's options (idempotent, like oslo's)."""
+    conf.register_opts(nova_opts, group=GROUP)

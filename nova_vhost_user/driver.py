@@ -1,0 +1,127 @@
+"""Nova compute driver: libvirt plus SPDK vhost-user-blk volumes.
+
+Nova has no plugin hook for volume drivers, and vhost-user needs more
+than a volume driver (shared guest memory, this host's SPDK identity in
+the volume connector), so the supported way in is this subclass:
+``compute_driver = nova_vhost_user.driver.LibvirtVhostUserDriver``.
+"""
+
+from nova import exception
+from nova.virt import block_device as driver_block_device
+from nova.virt.libvirt import driver as libvirt_driver
+from oslo_log import log as logging
+
+from nova_vhost_user import brick
+from nova_vhost_user import exception as vhost_exception
+from nova_vhost_user import libvirt_config
+from nova_vhost_user import memory
+from nova_vhost_user import reactors
+from nova_vhost_user import volume
+from os_brick_connector import exception as spdk_exception
+from os_brick_connector import spdk_rpc
+
+CONF = volume.CONF
+LOG = logging.getLogger(__name__)
+
+VOLUME_DRIVER = 'nova_vhost_user.volume.LibvirtVhostUserBlkVolumeDriver'
+
+
+def _is_vhost(connection_info):
+    return connection_info.get('driver_volume_type') == volume.DRIVER_TYPE
+
+
+class LibvirtVhostUserDriver(libvirt_driver.LibvirtDriver):
+    """LibvirtDriver that can attach SPDK volumes over vhost-user-blk."""
+
+    def __init__(self, virtapi, read_only=False):
+        super().__init__(virtapi, read_only)
+        # Nova loads volume drivers on demand from this table; adding the
+        # entry is all it takes for connect, get_config and disconnect.
+        libvirt_driver.VOLUME_DRIVERS.setdefault(volume.DRIVER_TYPE,
+                                                 VOLUME_DRIVER)
+        spdk_rpc.SpdkClient.register_opts(CONF, 'spdk_vhost')
+
+    def init_host(self, host):
+        super().init_host(host)
+        if CONF.spdk_vhost.nova_check_reactor_overlap:
+            with spdk_rpc.SpdkClient.from_conf(CONF.spdk_vhost) as client:
+                reactors.check_overlap(client)
+
+    def get_volume_connector(self, instance):
+        """Nova's connector properties plus this host's SPDK identity.
+
+        Used for every volume type, so an SPDK target that does not answer
+        must not stop iSCSI or RBD attachments: it is logged, and the
+        SPDK Cinder driver then refuses the connector it cannot use.
+        """
+        props = super().get_volume_connector(instance)
+        try:
+            props.update(brick.get_connector_properties(CONF.host))
+        except spdk_exception.SpdkRpcError as err:
+            LOG.warning('SPDK connector properties unavailable, SPDK '
+                        'volumes cannot be attached: %s', err)
+        return props
+
+    def _get_guest_memory_backing_config(self, inst_topology, numatune,
+                                         flavor, image_meta):
+        """Make hugepage memory shared, so vhost-user disks can be added.
+
+        Shared access cannot be turned on in a running guest, and volumes
+        may be attached at any time, so every hugepage guest gets it.
+        """
+        membacking = super()._get_guest_memory_backing_config(
+            inst_topology, numatune, flavor, image_meta)
+        if membacking is None or not membacking.hugepages:
+            return membacking
+        return libvirt_config.shared_hugepages(
+            membacking,
+            memfd=(CONF.spdk_vhost.guest_memory_source == 'memfd' and
+                   CONF.libvirt.virt_type in ('qemu', 'kvm')))
+
+    def _connect_volume(self, context, connection_info, instance,
+                        encryption=None):
+        """Refuse a guest SPDK cannot serve, before any controller exists."""
+        if _is_vhost(connection_info):
+            problem = self._guest_memory_problem(instance)
+            if problem:
+                raise vhost_exception.VhostUserMemoryNotShared(
+                    volume_id=driver_block_device.get_volume_id(
+                        connection_info),
+                    problem=problem)
+        super()._connect_volume(context, connection_info, instance,
+                                encryption=encryption)
+
+    def _guest_memory_problem(self, instance):
+        """A running guest is judged by its live XML, others by flavor.
+
+        A guest that is not running is (re)defined from its flavor by the
+        next start, hard reboot or migration, with this driver's memory.
+        """
+        try:
+            guest = self._host.get_guest(instance)
+        except exception.InstanceNotFound:
+            guest = None
+        if guest is not None and guest.is_active():
+            return memory.domain_problem(guest.get_xml_desc())
+        return memory.instance_problem(instance)
+
+    def extend_volume(self, context, connection_info, instance,
+                      requested_size):
+        """Online extend without libvirt's block resize.
+
+        libvirt cannot resize a vhostuser disk (QEMU has no block node for
+        it); SPDK resizes the bdev and pushes the new capacity to the
+        guest through the vhost-user-blk config-change notification.
+        """
+        if not _is_vhost(connection_info):
+            return super().extend_volume(context, connection_info, instance,
+                                         requested_size)
+        volume_id = driver_block_device.get_volume_id(connection_info)
+        new_size = self._extend_volume(connection_info, instance,
+                                       requested_size)
+        if new_size is None:
+            raise exception.VolumeExtendFailed(
+                volume_id=volume_id,
+                reason='the SPDK connector did not report a new size')
+        LOG.info('Extended SPDK vhost volume %(volume)s to %(size)d bytes',
+                 {'volume': volume_id, 'size': new_size}, instance=instance)

@@ -1,0 +1,49 @@
+"""Start-up check: Nova's guest CPUs must not be SPDK's reactor cores.
+
+SPDK reactors busy-poll their cores at 100%; a guest vCPU pinned or
+floating onto one of them fights the reactor, which slows every volume
+that reactor serves.
+"""
+
+from nova.virt import hardware
+from oslo_log import log as logging
+
+from os_brick_connector import exception as spdk_exception
+
+LOG = logging.getLogger(__name__)
+
+
+def reactor_cores(client):
+    """Host CPU ids SPDK runs its reactors on (SPDK lcore = CPU id)."""
+    return {reactor['lcore']
+            for reactor in client.framework_get_reactors()['reactors']}
+
+
+def check_overlap(client):
+    """Warn about each Nova CPU set overlapping the reactors.
+
+    Returns {option name: overlapping CPUs}; an unreachable SPDK target
+    is a warning too, not a failure: nova-compute must still start.
+    """
+    try:
+        cores = reactor_cores(client)
+    except spdk_exception.SpdkRpcError as err:
+        LOG.warning('Could not check whether Nova\'s CPU sets overlap the '
+                    'SPDK reactor cores: %s', err)
+        return {}
+    overlaps = {}
+    for option, cpus in (('cpu_dedicated_set',
+                          hardware.get_cpu_dedicated_set()),
+                         ('cpu_shared_set', hardware.get_cpu_shared_set())):
+        common = cores & (cpus or set())
+        if common:
+            overlaps[option] = common
+            LOG.warning('[compute] %(option)s contains CPUs %(cpus)s that '
+                        'SPDK polls on with its reactors (cores %(cores)s): '
+                        'guests there slow down SPDK and every volume it '
+                        'serves. Remove them from %(option)s, or move the '
+                        'SPDK reactors (spdk_tgt -m).',
+                        {'option': option,
+                         'cpus': hardware.format_cpu_spec(common),
+                         'cores': hardware.format_cpu_spec(cores)})
+    return overlaps

@@ -1,0 +1,99 @@
+"""libvirt volume driver for ``driver_volume_type = spdk_vhost``.
+
+The os-brick connector makes an SPDK vhost-blk controller (a Unix socket)
+for the volume; this driver hands that socket to the guest as a
+``<disk type='vhostuser'>``. QEMU then talks to SPDK directly: there is
+no host block device, so nothing here goes through the host's kernel.
+"""
+
+import nova.conf
+from nova import exception
+from nova.virt import block_device as driver_block_device
+from nova.virt.libvirt import config as vconfig
+from nova.virt.libvirt.volume import volume as libvirt_volume
+from oslo_log import log as logging
+
+from nova_vhost_user import brick
+from nova_vhost_user import conf as vhost_conf
+from nova_vhost_user import exception as vhost_exception
+from nova_vhost_user import libvirt_config
+from nova_vhost_user import numa
+
+CONF = nova.conf.CONF
+vhost_conf.register_opts(CONF)
+LOG = logging.getLogger(__name__)
+
+DRIVER_TYPE = 'spdk_vhost'
+
+
+def queue_count(instance):
+    """min(guest vCPUs, guest_max_queues): more hangs some guest kernels."""
+    return max(1, min(instance.flavor.vcpus,
+                      CONF.spdk_vhost.guest_max_queues))
+
+
+class LibvirtVhostUserBlkVolumeDriver(libvirt_volume.LibvirtBaseVolumeDriver):
+    """Attach SPDK volumes to libvirt guests as vhost-user-blk disks."""
+
+    def __init__(self, host):
+        super().__init__(host, is_block_dev=False)
+        self.connector = brick.get_connector()
+
+    def _host_topology(self):
+        return self.host.get_capabilities().host.topology
+
+    def connect_volume(self, connection_info, instance):
+        """Make the SPDK controller on the guest's NUMA node.
+
+        What get_config needs later (socket, queue count) is kept in
+        ``connection_info['data']``, which Nova saves with the attachment.
+        """
+        data = connection_info['data']
+        volume_id = driver_block_device.get_volume_id(connection_info)
+        if data.get('encrypted'):
+            # No host block device exists for an encryptor to work on.
+            raise exception.VolumeEncryptionNotSupported(
+                volume_type=DRIVER_TYPE, volume_id=volume_id)
+        if data.get('access_mode') not in (None, 'rw', 'ro'):
+            raise exception.InvalidVolumeAccessMode(
+                access_mode=data['access_mode'])
+        properties = dict(data)
+        properties['numa_node'] = numa.guest_numa_node(
+            instance, self._host_topology())
+        device_info = self.connector.connect_volume(properties)
+        LOG.debug('Connected SPDK vhost volume %(volume)s: %(info)s',
+                  {'volume': volume_id, 'info': device_info},
+                  instance=instance)
+        data['device_path'] = device_info['path']
+        data['vhost_controller'] = device_info['controller']
+        data['vhost_queues'] = queue_count(instance)
+
+    def disconnect_volume(self, connection_info, instance, force=False):
+        """Delete the controller; SPDK refuses while QEMU still uses it."""
+        self.connector.disconnect_volume(connection_info['data'], None,
+                                         force=force)
+
+    def extend_volume(self, connection_info, instance, requested_size):
+        """Grow the bdev; SPDK tells the guest the new size itself."""
+        return self.connector.extend_volume(connection_info['data'])
+
+    def get_config(self, connection_info, disk_info):
+        """The vhostuser disk, with none of what libvirt rejects on it.
+
+        The base class is not called: most of what it sets (serial, cache,
+        iotune, readonly, blockio, discard, encryption) is refused on a
+        vhostuser disk. Read-only and QoS are enforced in SPDK instead.
+        """
+        data = connection_info['data']
+        volume_id = driver_block_device.get_volume_id(connection_info)
+        if disk_info['bus'] != 'virtio':
+            raise vhost_exception.VhostUserBusUnsupported(
+                volume_id=volume_id, bus=disk_info['bus'])
+        conf = libvirt_config.LibvirtConfigGuestVhostUserDisk()
+        conf.source_device = disk_info['type']
+        conf.target_dev = disk_info['dev']
+        conf.source_path = data['device_path']
+        conf.driver_queues = data.get('vhost_queues')
+        conf.reconnect_timeout = CONF.spdk_vhost.guest_reconnect_timeout
+        conf.alias = vconfig.make_libvirt_device_alias(volume_id)
+        return conf

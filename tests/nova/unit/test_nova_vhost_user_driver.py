@@ -1,0 +1,279 @@
+"""LibvirtVhostUserDriver's hooks into Nova's libvirt driver."""
+
+from unittest import mock
+
+import fixtures
+from nova import exception
+from nova.virt import fake
+from nova.virt.libvirt import config as vconfig
+from nova.virt.libvirt import driver as libvirt_driver
+from oslo_config import fixture as config_fixture
+
+from nova_vhost_user import brick
+from nova_vhost_user import driver
+from nova_vhost_user import exception as vhost_exception
+from nova_vhost_user import libvirt_config
+from nova_vhost_user import reactors
+from nova_vhost_user import volume
+from os_brick_connector import exception as spdk_exception
+from tests import base
+from tests.nova.unit import nova_fakes as fakes
+
+HUGEPAGE_TOPOLOGY = fakes.numa_topology([(0, [0, 1], 2048)])
+
+
+class DriverTestCase(base.TestCase):
+    """A driver on a Host that never connects: its calls are faked."""
+
+    def setUp(self):
+        super().setUp()
+        self.conf = self.useFixture(config_fixture.Config(volume.CONF))
+        self.useFixture(fixtures.MockPatchObject(
+            libvirt_driver, 'VOLUME_DRIVERS',
+            dict(libvirt_driver.VOLUME_DRIVERS)))
+        self.connector = fakes.FakeConnector(sizes={'vol-1': 3 << 30})
+        self.useFixture(fixtures.MockPatchObject(
+            brick, 'get_connector', return_value=self.connector))
+        self.driver = driver.LibvirtVhostUserDriver(fake.FakeVirtAPI())
+        self.driver._host = mock.Mock(
+            spec=['get_guest', 'get_capabilities', 'find_secret'])
+        self.driver._host.find_secret.return_value = None
+        self.driver._host.get_capabilities.return_value = fakes.FakeHost(
+            fakes.host_topology([0, 1])).caps
+        self.guest = None
+        self.driver._host.get_guest.side_effect = self._get_guest
+
+    def _get_guest(self, instance):
+        if self.guest is None:
+            raise exception.InstanceNotFound(instance_id=instance.uuid)
+        return self.guest
+
+
+class TestVolumeDriverTable(DriverTestCase):
+
+    def test_spdk_vhost_is_loaded_by_nova(self):
+        vol_driver = self.driver._get_volume_driver(fakes.connection_info())
+
+        self.assertIsInstance(vol_driver,
+                              volume.LibvirtVhostUserBlkVolumeDriver)
+        self.assertIs(self.connector, vol_driver.connector)
+
+    def test_other_types_untouched(self):
+        self.assertEqual(
+            'nova.virt.libvirt.volume.iscsi.LibvirtISCSIVolumeDriver',
+            libvirt_driver.VOLUME_DRIVERS['iscsi'])
+
+
+class TestAttachGuard(DriverTestCase):
+
+    def _connect(self, inst):
+        conn = fakes.connection_info()
+        self.driver._connect_volume(None, conn, inst)
+        return conn
+
+    def test_running_guest_without_hugepages_refused(self):
+        self.guest = fakes.FakeGuest(fakes.domain_xml(
+            '<memoryBacking><source type="memfd"/><access mode="shared"/>'
+            '</memoryBacking>'))
+
+        err = self.assertRaises(vhost_exception.VhostUserMemoryNotShared,
+                                self._connect,
+                                fakes.instance(topology=HUGEPAGE_TOPOLOGY))
+
+        self.assertEqual({}, self.connector.controllers)
+        self.assertIn('hw:mem_page_size', str(err))
+        self.assertIn('not backed by hugepages', str(err))
+
+    def test_running_guest_private_hugepages_refused(self):
+        self.guest = fakes.FakeGuest(fakes.domain_xml(
+            '<memoryBacking><hugepages/></memoryBacking>'))
+
+        err = self.assertRaises(vhost_exception.VhostUserMemoryNotShared,
+                                self._connect, fakes.instance())
+
+        self.assertIn('not shared', str(err))
+        self.assertEqual({}, self.connector.controllers)
+
+    def test_running_guest_shared_hugepages_attached(self):
+        # The live XML decides, even if the instance record says nothing.
+        self.guest = fakes.FakeGuest(fakes.domain_xml(
+            fakes.HUGEPAGES_SHARED))
+
+        conn = self._connect(fakes.instance())
+
+        self.assertEqual(['vhost-vol-1'], list(self.connector.controllers))
+        self.assertEqual('/var/tmp/vhost/vhost-vol-1',
+                         conn['data']['device_path'])
+
+    def test_guest_being_built_judged_by_flavor(self):
+        self.assertRaises(vhost_exception.VhostUserMemoryNotShared,
+                          self._connect, fakes.instance())
+        self.assertEqual({}, self.connector.controllers)
+
+        self._connect(fakes.instance(topology=HUGEPAGE_TOPOLOGY))
+
+        self.assertEqual(['vhost-vol-1'], list(self.connector.controllers))
+
+    def test_stopped_guest_judged_by_flavor(self):
+        self.guest = fakes.FakeGuest(fakes.domain_xml(), active=False)
+
+        self._connect(fakes.instance(topology=HUGEPAGE_TOPOLOGY))
+
+        self.assertEqual(['vhost-vol-1'], list(self.connector.controllers))
+
+    def test_other_volume_types_not_checked(self):
+        vol_driver = mock.Mock()
+        self.useFixture(fixtures.MockPatchObject(
+            self.driver, '_get_volume_driver', return_value=vol_driver))
+        conn = {'driver_volume_type': 'iscsi', 'data': {}}
+
+        self.driver._connect_volume(None, conn, fakes.instance())
+
+        vol_driver.connect_volume.assert_called_once_with(conn, mock.ANY)
+
+
+class TestMemoryBacking(DriverTestCase):
+
+    def _backing(self, nova_backing):
+        self.useFixture(fixtures.MockPatchObject(
+            libvirt_driver.LibvirtDriver, '_get_guest_memory_backing_config',
+            return_value=nova_backing))
+        return self.driver._get_guest_memory_backing_config(
+            None, None, None, None)
+
+    def _hugepages(self):
+        page = vconfig.LibvirtConfigGuestMemoryBackingPage()
+        page.size_kb = 2048
+        page.nodeset = [0]
+        backing = vconfig.LibvirtConfigGuestMemoryBacking()
+        backing.hugepages = [page]
+        return backing
+
+    def test_hugepages_become_shared_memfd(self):
+        backing = self._backing(self._hugepages())
+
+        self.assertIsInstance(backing,
+                              libvirt_config.LibvirtConfigGuestMemoryBacking)
+        self.assertTrue(backing.sharedaccess)
+        self.assertTrue(backing.memfd)
+        self.assertEqual([2048], [p.size_kb for p in backing.hugepages])
+
+    def test_file_source_when_configured(self):
+        self.conf.config(group='spdk_vhost', guest_memory_source='file')
+
+        backing = self._backing(self._hugepages())
+
+        self.assertTrue(backing.sharedaccess)
+        self.assertFalse(backing.memfd)
+
+    def test_no_memfd_outside_qemu(self):
+        self.conf.config(group='libvirt', virt_type='lxc')
+
+        self.assertFalse(self._backing(self._hugepages()).memfd)
+
+    def test_guests_without_hugepages_untouched(self):
+        self.assertIsNone(self._backing(None))
+        locked = vconfig.LibvirtConfigGuestMemoryBacking()
+        locked.locked = True
+
+        self.assertIs(locked, self._backing(locked))
+        self.assertFalse(locked.sharedaccess)
+
+
+class TestVolumeConnector(DriverTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(fixtures.MockPatchObject(
+            libvirt_driver.LibvirtDriver, 'get_volume_connector',
+            return_value={'host': 'cmp1', 'ip': '192.0.2.5'}))
+
+    def test_spdk_properties_added(self):
+        self.useFixture(fixtures.MockPatchObject(
+            brick, 'get_connector_properties',
+            return_value={'spdk_target_id': 't1', 'nqn': 'nqn.x'}))
+
+        self.assertEqual({'host': 'cmp1', 'ip': '192.0.2.5',
+                          'spdk_target_id': 't1', 'nqn': 'nqn.x'},
+                         self.driver.get_volume_connector(None))
+
+    def test_spdk_down_keeps_other_volume_types_working(self):
+        self.useFixture(fixtures.MockPatchObject(
+            brick, 'get_connector_properties',
+            side_effect=spdk_exception.TargetUnreachable(
+                'spdk_get_version', message='connection refused')))
+
+        self.assertEqual({'host': 'cmp1', 'ip': '192.0.2.5'},
+                         self.driver.get_volume_connector(None))
+
+
+class TestExtend(DriverTestCase):
+
+    def test_online_extend_without_block_resize(self):
+        self.guest = fakes.FakeGuest(fakes.domain_xml(
+            fakes.HUGEPAGES_SHARED))
+
+        self.driver.extend_volume(None, fakes.connection_info(),
+                                  fakes.instance(), 3 << 30)
+
+        self.assertEqual([], self.guest.resized)
+
+    def test_no_size_is_a_failure(self):
+        self.assertRaises(exception.VolumeExtendFailed,
+                          self.driver.extend_volume, None,
+                          fakes.connection_info('vol-2'),
+                          fakes.instance(), 3 << 30)
+
+    def test_other_types_use_nova(self):
+        parent = self.useFixture(fixtures.MockPatchObject(
+            libvirt_driver.LibvirtDriver, 'extend_volume')).mock
+        conn = {'driver_volume_type': 'rbd', 'data': {}}
+
+        self.driver.extend_volume(None, conn, fakes.instance(), 1)
+
+        parent.assert_called_once_with(None, conn, mock.ANY, 1)
+
+
+class FakeSpdk(object):
+    def __init__(self, lcores=None, error=None):
+        self.lcores = lcores or []
+        self.error = error
+
+    def framework_get_reactors(self):
+        if self.error:
+            raise self.error
+        return {'reactors': [{'lcore': c, 'numa_id': 0}
+                             for c in self.lcores]}
+
+
+class TestReactorOverlap(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.conf = self.useFixture(config_fixture.Config(volume.CONF))
+        self.log = self.useFixture(fixtures.FakeLogger())
+
+    def test_overlaps_warned_per_option(self):
+        self.conf.config(group='compute', cpu_dedicated_set='2-5',
+                         cpu_shared_set='0-1')
+
+        overlaps = reactors.check_overlap(FakeSpdk([1, 2, 3]))
+
+        self.assertEqual({'cpu_dedicated_set': {2, 3},
+                          'cpu_shared_set': {1}}, overlaps)
+        self.assertIn('cpu_dedicated_set contains CPUs 2-3', self.log.output)
+        self.assertIn('cpu_shared_set contains CPUs 1', self.log.output)
+
+    def test_disjoint_sets_quiet(self):
+        self.conf.config(group='compute', cpu_dedicated_set='2-5')
+
+        self.assertEqual({}, reactors.check_overlap(FakeSpdk([0, 1])))
+        self.assertNotIn('reactors', self.log.output)
+
+    def test_unreachable_target_is_a_warning(self):
+        self.conf.config(group='compute', cpu_shared_set='0-1')
+        error = spdk_exception.TargetUnreachable(
+            'framework_get_reactors', message='no socket')
+
+        self.assertEqual({}, reactors.check_overlap(FakeSpdk(error=error)))
+        self.assertIn('Could not check', self.log.output)
