@@ -297,9 +297,13 @@ class DataPlane(object):
                    id=qsd_id, writethrough=True, **{'node-name': node},
                    **options)
 
-    def _unexport(self, qsd_id, what):
-        """Delete a QSD export and wait until it is really gone."""
-        self._call('delete %s' % what, 'block-export-del', id=qsd_id)
+    def _unexport(self, qsd_id, what, force=False):
+        """Delete a QSD export and wait until it is really gone.
+
+        force drops connected clients (QSD's "hard" mode).
+        """
+        self._call('delete %s' % what, 'block-export-del', id=qsd_id,
+                   mode='hard' if force else 'safe')
         try:
             self._qmp.wait_event('BLOCK_EXPORT_DELETED', {'id': qsd_id})
         except qmp.QMPError as err:
@@ -337,17 +341,22 @@ class DataPlane(object):
         self._vhost[export_id] = chains.Export(qsd_id, key, socket_path)
 
     @_locked
-    def delete_export(self, export_id):
-        """Remove a vhost export; EBUSY while a guest is connected."""
+    def delete_export(self, export_id, force=False):
+        """Remove a vhost export; EBUSY while a guest is connected.
+
+        force drops a connected guest instead: SPDK's hot remove, when the
+        bdev under a controller is deleted.
+        """
         export = self._vhost.get(export_id)
         if export is None:
             raise DataPlaneError(errno.ENOENT, 'no export %s' % export_id)
         # QSD would drop a connected guest; SPDK refuses instead.
-        if self._daemon.accepted_connections(export.socket_path):
+        if not force and self._daemon.accepted_connections(
+                export.socket_path):
             raise DataPlaneError(errno.EBUSY, 'export %s at %s has a '
                                  'connected client' % (export_id,
                                                        export.socket_path))
-        self._unexport(export.qsd_id, 'export %s' % export_id)
+        self._unexport(export.qsd_id, 'export %s' % export_id, force)
         del self._vhost[export_id]
         if os.path.exists(export.socket_path):
             os.unlink(export.socket_path)

@@ -65,10 +65,14 @@ class VhostState(object):
                    if c.bdev is bdev)
 
     def bdev_removed(self, bdev):
-        """Hot remove: the controller stays, its export goes."""
+        """Hot remove: the controller stays, its export goes.
+
+        SPDK deletes the lvol even with a guest connected; the guest then
+        gets I/O errors, so its connection is dropped here too.
+        """
         for ctrl in self.controllers.values():
             if ctrl.bdev is bdev:
-                self.target.dataplane.delete_export(ctrl.name)
+                self.target.dataplane.delete_export(ctrl.name, force=True)
                 ctrl.bdev = None
 
     def to_json(self, ctrl):
