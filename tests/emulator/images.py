@@ -146,8 +146,16 @@ def own_extents(path, fmt):
 
     For qcow2 that is every cluster present at depth 0, zero clusters
     included (they hide the backing's data); for raw it is data, not holes.
+    The backing file is not opened: only this layer is asked about, and an
+    esnap clone whose external base is gone must still be listed (SPDK
+    shows such an lvol as degraded, it does not fail).
     """
-    out = run([QEMU_IMG, 'map', '-U', '--output=json', '-f', fmt, path],
+    image = ['-f', fmt, path]
+    if fmt == 'qcow2':
+        image = ['json:' + json.dumps({
+            'driver': 'qcow2', 'backing': None,
+            'file': {'driver': 'file', 'filename': os.path.abspath(path)}})]
+    out = run([QEMU_IMG, 'map', '-U', '--output=json'] + image,
               'qemu-img map %s' % path)
     extents = []
     for entry in json.loads(out):

@@ -171,6 +171,15 @@ class TestOfflineImages(DataPlaneTestCase):
             f.seek(0)
             self.assertEqual(b'\0' * 4, f.read(4))
 
+    def test_extents_of_an_esnap_clone_whose_base_is_gone(self):
+        # SPDK lists such a clone as degraded; listing lvols must not fail.
+        base = self.path('image.raw')
+        self.dp.create_raw(base, 4 * MIB)
+        clone = self.lvol('clone', backing=(base, 'raw'))
+        qemu_io(clone, 'write -P 0x44 1M 4k', fmt='qcow2')
+        os.unlink(base)
+        self.assertEqual([(MIB, CLUSTER)], self.dp.allocated_extents(clone))
+
     def test_errors_name_the_path(self):
         missing = self.path('missing')
         exc = self.assertFails(errno.ENOENT, self.dp.read, missing, 0, 1)
