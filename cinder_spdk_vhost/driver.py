@@ -8,7 +8,6 @@ compute host shares this SPDK target, else a per-volume NVMe-oF
 subsystem. See doc/source/admin/cinder-driver.rst.
 """
 
-import contextlib
 import math
 import socket
 
@@ -17,11 +16,13 @@ from cinder import interface
 from cinder.volume import driver
 from cinder.volume import volume_types
 from cinder.volume import volume_utils
-from oslo_concurrency import lockutils
 from oslo_log import log
 
 from cinder_spdk_vhost import errors
 from cinder_spdk_vhost import export
+from cinder_spdk_vhost import image_cache
+from cinder_spdk_vhost import image_ops
+from cinder_spdk_vhost import locks
 from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import options
 from cinder_spdk_vhost import qos
@@ -34,7 +35,6 @@ from os_brick_connector import spdk_rpc
 LOG = log.getLogger(__name__)
 
 VERSION = '1.0.0'
-LOCK_PREFIX = 'cinder-spdk-vhost-'
 
 # Every RPC the driver calls; an older target or one built without a
 # module is refused at start rather than at the first attach.
@@ -46,33 +46,11 @@ REQUIRED_RPCS = frozenset((
     'nvmf_create_subsystem', 'nvmf_delete_subsystem',
     'nvmf_get_subsystems', 'nvmf_subsystem_add_ns',
     'nvmf_subsystem_add_listener', 'nvmf_subsystem_add_host',
-    'nvmf_subsystem_remove_host'))
-
-
-@contextlib.contextmanager
-def _locked(*names):
-    """Hold the named external locks, in the order given.
-
-    Callers take a volume's lock before a snapshot's, so two operations
-    never wait on each other in opposite orders.
-    """
-    with contextlib.ExitStack() as stack:
-        for name in names:
-            stack.enter_context(lockutils.lock(
-                name, lock_file_prefix=LOCK_PREFIX, external=True))
-        yield
-
-
-def _vlock(volume_id):
-    return 'volume-%s' % volume_id
-
-
-def _slock(snapshot_name):
-    return 'snapshot-%s' % snapshot_name
+    'nvmf_subsystem_remove_host')) | image_ops.IMAGE_RPCS
 
 
 @interface.volumedriver
-class SpdkVhostDriver(driver.VolumeDriver):
+class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
     """Thin SPDK lvols, attached to guests as vhost-user-blk."""
 
     VERSION = VERSION
@@ -134,6 +112,7 @@ class SpdkVhostDriver(driver.VolumeDriver):
                                 'SPDK target %s' % (lvs, self.client.target)
                     ) from err
             self.exporter.ensure_transport()
+            self._sweep_scratch()
             self._sweep_hidden_snapshots()
 
     def _sweep_hidden_snapshots(self):
@@ -235,13 +214,14 @@ class SpdkVhostDriver(driver.VolumeDriver):
 
         With one clone left SPDK folds the snapshot into it (metadata
         only), so the hidden snapshot is gone as soon as no second user
-        exists; a parent that was hidden too is checked next.
+        exists; a parent that was hidden too is checked next. Returns the
+        first ancestor that is not hidden, if the walk got there.
         """
         while alias:
             lvs, _sep, name = alias.partition('/')
             if not lvols.is_hidden(name):
-                return
-            with _locked(_slock(name)):
+                return alias
+            with locks.locked(locks.slock(name)):
                 snap = lvols.get(self.client, alias)
                 if snap is None or len(snap.clones) > 1:
                     return
@@ -253,12 +233,24 @@ class SpdkVhostDriver(driver.VolumeDriver):
             LOG.info('Deleted hidden clone snapshot %s', alias)
             parent = snap.base_snapshot
             alias = lvols.alias(lvs, parent) if parent else None
+        return None
+
+    def _release_parent(self, lvs, parent):
+        """After an lvol stopped using ``parent``: drop what nothing needs.
+
+        Hidden clone snapshots, then an image cache base with no clone.
+        """
+        if not parent:
+            return
+        alias = self._drop_hidden(lvols.alias(lvs, parent))
+        if alias and image_cache.is_base(alias.partition('/')[2]):
+            self.image_cache.release(alias)
 
     # -- volumes ---------------------------------------------------------
 
     def create_volume(self, volume):
         limits = self._limits(volume.volume_type_id, volume.size)
-        with _locked(_vlock(volume.id)), \
+        with locks.locked(locks.vlock(volume.id)), \
                 errors.translated('create volume %s' % volume.id), \
                 rollback.Rollback('create volume %s' % volume.id) as rb:
             alias = self._create_lvol(volume, rb)
@@ -267,7 +259,7 @@ class SpdkVhostDriver(driver.VolumeDriver):
 
     def delete_volume(self, volume):
         """Delete the lvol; a missing one is success, an exported one busy."""
-        with _locked(_vlock(volume.id)), \
+        with locks.locked(locks.vlock(volume.id)), \
                 errors.translated('delete volume %s' % volume.id):
             lvol = self._find(volume)
             if lvol is None:
@@ -281,13 +273,12 @@ class SpdkVhostDriver(driver.VolumeDriver):
                 return
             except rpc_exc.Busy as err:
                 raise exception.VolumeIsBusy(volume_name=volume.name) from err
-            if lvol.base_snapshot:
-                self._drop_hidden(lvols.alias(lvol.lvs, lvol.base_snapshot))
+            self._release_parent(lvol.lvs, lvol.base_snapshot)
 
     def extend_volume(self, volume, new_size):
         """Grow the lvol; an attached guest sees it through its controller."""
         limits = self._limits(volume.volume_type_id, new_size)
-        with _locked(_vlock(volume.id)), \
+        with locks.locked(locks.vlock(volume.id)), \
                 errors.translated('extend volume %s' % volume.id), \
                 rollback.Rollback('extend volume %s' % volume.id) as rb:
             lvol = self._get(volume)
@@ -299,7 +290,9 @@ class SpdkVhostDriver(driver.VolumeDriver):
 
     def create_volume_from_snapshot(self, volume, snapshot):
         limits = self._limits(volume.volume_type_id, volume.size)
-        with _locked(_vlock(volume.id), _slock(snapshot.name)), \
+        with locks.locked(
+                locks.vlock(volume.id),
+                locks.slock(snapshot.name)), \
                 errors.translated('create volume %s from snapshot %s'
                                   % (volume.id, snapshot.id)), \
                 rollback.Rollback('create volume %s' % volume.id) as rb:
@@ -312,7 +305,10 @@ class SpdkVhostDriver(driver.VolumeDriver):
         """Hidden snapshot of the source, and a thin clone of it."""
         limits = self._limits(volume.volume_type_id, volume.size)
         hidden = lvols.hidden_snapshot_name(volume.id)
-        with _locked(_vlock(src_vref.id), _vlock(volume.id), _slock(hidden)), \
+        with locks.locked(
+                locks.vlock(src_vref.id),
+                locks.vlock(volume.id),
+                locks.slock(hidden)), \
                 errors.translated('clone volume %s to %s'
                                   % (src_vref.id, volume.id)), \
                 rollback.Rollback('create volume %s' % volume.id) as rb:
@@ -333,7 +329,9 @@ class SpdkVhostDriver(driver.VolumeDriver):
         which is fine as Cinder only reverts detached volumes.
         """
         limits = self._limits(volume.volume_type_id, volume.size)
-        with _locked(_vlock(volume.id), _slock(snapshot.name)), \
+        with locks.locked(
+                locks.vlock(volume.id),
+                locks.slock(snapshot.name)), \
                 errors.translated('revert volume %s to snapshot %s'
                                   % (volume.id, snapshot.id)), \
                 rollback.Rollback('revert volume %s' % volume.id) as rb:
@@ -344,14 +342,22 @@ class SpdkVhostDriver(driver.VolumeDriver):
             self.client.bdev_lvol_clone(snap.alias, tmp_name)
             tmp = lvols.alias(snap.lvs, tmp_name)
             rb.add('delete %s' % tmp, self._delete_lvol, tmp)
-            self._rename(old.alias, volume.name + '-reverted', rb)
-            alias = self._rename(tmp, volume.name, rb)
-            self._finish(alias, volume, limits)
-            self.client.bdev_lvol_delete(
-                lvols.alias(old.lvs, volume.name + '-reverted'))
-        if old.base_snapshot:
-            with errors.translated('clean up after revert'):
-                self._drop_hidden(lvols.alias(old.lvs, old.base_snapshot))
+            self._replace(old, tmp, volume, limits, rb, 'reverted')
+        with errors.translated('clean up after revert'):
+            self._release_parent(old.lvs, old.base_snapshot)
+
+    def _replace(self, old, new_alias, volume, limits, rb, tag):
+        """Give lvol ``new_alias`` the volume's name; delete ``old``.
+
+        The old lvol steps aside under ``<volume name>-<tag>`` first, so
+        each step can be undone until the final delete.
+        """
+        self._rename(old.alias, '%s-%s' % (volume.name, tag), rb)
+        alias = self._rename(new_alias, volume.name, rb)
+        self._finish(alias, volume, limits)
+        self.client.bdev_lvol_delete(
+            lvols.alias(old.lvs, '%s-%s' % (volume.name, tag)))
+        return alias
 
     def _rename(self, alias, new_name, rb):
         lvs, _sep, old_name = alias.partition('/')
@@ -364,7 +370,9 @@ class SpdkVhostDriver(driver.VolumeDriver):
     # -- snapshots -------------------------------------------------------
 
     def create_snapshot(self, snapshot):
-        with _locked(_vlock(snapshot.volume_id), _slock(snapshot.name)), \
+        with locks.locked(
+                locks.vlock(snapshot.volume_id),
+                locks.slock(snapshot.name)), \
                 errors.translated('create snapshot %s' % snapshot.id):
             lvol = self._get(snapshot.volume)
             self.client.bdev_lvol_snapshot(lvol.alias, snapshot.name)
@@ -379,7 +387,9 @@ class SpdkVhostDriver(driver.VolumeDriver):
         and silently turns thin clones thick. Deleting the volumes made
         from the snapshot first frees it.
         """
-        with _locked(_vlock(snapshot.volume_id), _slock(snapshot.name)), \
+        with locks.locked(
+                locks.vlock(snapshot.volume_id),
+                locks.slock(snapshot.name)), \
                 errors.translated('delete snapshot %s' % snapshot.id):
             snap = self._find(snapshot.volume, snapshot.name)
             if snap is None:
@@ -395,6 +405,8 @@ class SpdkVhostDriver(driver.VolumeDriver):
             except (rpc_exc.NotPermitted, rpc_exc.Busy) as err:
                 raise exception.SnapshotIsBusy(
                     snapshot_name=snapshot.name) from err
+            if not snap.clones:
+                self._release_parent(snap.lvs, snap.base_snapshot)
 
     # -- manage / unmanage ------------------------------------------------
 
@@ -430,7 +442,7 @@ class SpdkVhostDriver(driver.VolumeDriver):
     def manage_existing(self, volume, existing_ref):
         """Rename the lvol after the volume, grow it to whole GiB, QoS."""
         limits = self._limits(volume.volume_type_id, volume.size)
-        with _locked(_vlock(volume.id)), \
+        with locks.locked(locks.vlock(volume.id)), \
                 errors.translated('manage %s' % existing_ref), \
                 rollback.Rollback('manage %s' % existing_ref) as rb:
             lvol = self._lvol_from_ref(existing_ref)
@@ -446,7 +458,7 @@ class SpdkVhostDriver(driver.VolumeDriver):
 
     def unmanage(self, volume):
         """Keep the lvol, renamed so it is not mistaken for a volume."""
-        with _locked(_vlock(volume.id)), \
+        with locks.locked(locks.vlock(volume.id)), \
                 errors.translated('unmanage volume %s' % volume.id):
             lvol = self._find(volume)
             if lvol is not None:
@@ -464,7 +476,7 @@ class SpdkVhostDriver(driver.VolumeDriver):
             return False, None
         limits = self._limits(new_type['id'] if new_type else None,
                               volume.size)
-        with _locked(_vlock(volume.id)), \
+        with locks.locked(locks.vlock(volume.id)), \
                 errors.translated('retype volume %s' % volume.id):
             self._apply_qos(self._get(volume).alias, limits)
         return True, None
@@ -497,7 +509,7 @@ class SpdkVhostDriver(driver.VolumeDriver):
           volume's NVMe-oF subsystem admits (required unless local).
         """
         access = 'ro' if self._read_only(volume) else 'rw'
-        with _locked(_vlock(volume.id)), \
+        with locks.locked(locks.vlock(volume.id)), \
                 errors.translated('attach volume %s' % volume.id), \
                 rollback.Rollback('attach volume %s' % volume.id) as rb:
             lvol = self._get(volume)
@@ -530,7 +542,7 @@ class SpdkVhostDriver(driver.VolumeDriver):
             LOG.warning('Detaching volume %s from a connector without nqn; '
                         'nothing to remove', volume.id)
             return
-        with _locked(_vlock(volume.id)), \
+        with locks.locked(locks.vlock(volume.id)), \
                 errors.translated('detach volume %s' % volume.id):
             self.exporter.unexport(volume.name, host_nqn)
 

@@ -4,7 +4,8 @@ Volumes and snapshots are named after their Cinder names (``volume-<id>``,
 ``snapshot-<id>``) so they can be found again from Cinder's records alone;
 the snapshot taken behind a cloned volume is "hidden" (no Cinder record)
 and carries :data:`HIDDEN_PREFIX` so it can be recognised and removed once
-no clone needs it.
+no clone needs it; scratch lvols of image transfers carry
+:data:`TEMP_PREFIX`.
 """
 
 import collections
@@ -12,13 +13,17 @@ import collections
 from os_brick_connector import exception as rpc_exc
 
 HIDDEN_PREFIX = 'clonesnap-'
+# Scratch lvols (and aio bdevs) of image transfers; any found at start-up
+# were left by an interrupted operation and are removed.
+TEMP_PREFIX = 'tmp-'
 MIB = 1024 * 1024
 GIB = 1024 * MIB
 
 
 class Lvol(collections.namedtuple('Lvol', [
         'uuid', 'alias', 'lvs', 'name', 'block_size', 'num_blocks',
-        'is_snapshot', 'clones', 'base_snapshot', 'rate_limits'])):
+        'is_snapshot', 'clones', 'base_snapshot', 'rate_limits', 'esnap'],
+        defaults=(False,))):
     """What the driver needs of one lvol bdev."""
 
     @property
@@ -29,6 +34,11 @@ class Lvol(collections.namedtuple('Lvol', [
     def size_mib(self):
         return self.size_bytes // MIB
 
+    @property
+    def has_parent(self):
+        """True when some of its content lives in another lvol or bdev."""
+        return bool(self.base_snapshot) or self.esnap
+
 
 def alias(lvs, name):
     return '%s/%s' % (lvs, name)
@@ -37,6 +47,15 @@ def alias(lvs, name):
 def hidden_snapshot_name(volume_id):
     """The snapshot behind the clone that became volume ``volume_id``."""
     return HIDDEN_PREFIX + volume_id
+
+
+def temp_name(kind, volume_id):
+    """The scratch lvol or aio bdev of one transfer step of a volume."""
+    return '%s%s-%s' % (TEMP_PREFIX, kind, volume_id)
+
+
+def is_temp(name):
+    return bool(name) and name.startswith(TEMP_PREFIX)
 
 
 def is_hidden(name):
@@ -54,7 +73,8 @@ def from_bdev(bdev):
                 is_snapshot=bool(info.get('snapshot')),
                 clones=list(info.get('clones') or []),
                 base_snapshot=info.get('base_snapshot'),
-                rate_limits=dict(bdev.get('assigned_rate_limits') or {}))
+                rate_limits=dict(bdev.get('assigned_rate_limits') or {}),
+                esnap=bool(info.get('esnap_clone')))
 
 
 def get(client, name):

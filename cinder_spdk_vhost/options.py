@@ -44,4 +44,33 @@ driver_opts = [
                default='nqn.2016-06.io.spdk:cinder',
                help='Prefix of the per-volume subsystem NQNs; the volume '
                     'name is appended after a colon.'),
+    cfg.StrOpt('spdk_image_staging_dir',
+               help='Directory for the raw files that carry images into '
+                    'and out of lvols (bdev_aio_create opens them), so it '
+                    'must be on the SPDK target\'s host and readable and '
+                    'writable by the SPDK process. Unset: Cinder\'s '
+                    'image_conversion_dir.'),
+    cfg.IntOpt('spdk_image_copy_timeout',
+               default=3600,
+               min=1,
+               help='Seconds to wait for the SPDK shallow copy of a volume '
+                    'to an image file before giving up.'),
+    cfg.BoolOpt('spdk_image_cache_enabled',
+                default=False,
+                help='Make volumes from an image as thin clones of one '
+                     'read-only base lvol per image and lvol store, so '
+                     'every volume after the first is a metadata '
+                     'operation. A base is deleted with its last clone.'),
+    cfg.IntOpt('spdk_image_cache_max_count',
+               default=50,
+               min=0,
+               help='Most image base lvols per lvol store (0: no limit). '
+                    'When full, volumes are made from a full image copy '
+                    'instead.'),
+    cfg.IntOpt('spdk_image_cache_max_size_gb',
+               default=0,
+               min=0,
+               help='Most GiB the image base lvols of one lvol store may '
+                    'hold together (0: no limit). When full, volumes are '
+                    'made from a full image copy instead.'),
 ]

@@ -31,6 +31,10 @@ class Rollback(object):
             return False
         LOG.warning('%(what)s failed (%(err)s); rolling back',
                     {'what': self.what, 'err': exc_value})
+        self._run()
+        return False
+
+    def _run(self):
         for description, func, args, kwargs in reversed(self._steps):
             try:
                 func(*args, **kwargs)
@@ -40,4 +44,15 @@ class Rollback(object):
                 LOG.error('Rollback of %(what)s: could not %(step)s: '
                           '%(err)s', {'what': self.what,
                                       'step': description, 'err': err})
+
+
+class Cleanup(Rollback):
+    """Like Rollback, but the steps run on success too.
+
+    For scratch objects (temporary lvols, aio bdevs) that must never
+    outlive the operation that made them.
+    """
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        self._run()
         return False

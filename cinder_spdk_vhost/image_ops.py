@@ -1,0 +1,162 @@
+"""The driver's image methods: to and from Glance, and the image cache.
+
+A mixin of :class:`cinder_spdk_vhost.driver.SpdkVhostDriver`, kept apart
+so the driver module stays about volumes. Cinder's own
+``cinder.image.image_utils`` fetches and converts (format checks,
+``disk_format``/``container_format``, virtual size against volume size)
+and uploads; :mod:`cinder_spdk_vhost.images` moves the bytes between the
+raw file and the lvol on the target.
+"""
+
+from cinder import exception
+from cinder.image import image_utils
+from cinder.volume import volume_utils
+from oslo_config import cfg
+from oslo_log import log
+
+from cinder_spdk_vhost import errors
+from cinder_spdk_vhost import image_cache
+from cinder_spdk_vhost import images
+from cinder_spdk_vhost import locks
+from cinder_spdk_vhost import lvols
+from cinder_spdk_vhost import rollback
+
+LOG = log.getLogger(__name__)
+CONF = cfg.CONF
+
+IMAGE_RPCS = frozenset((
+    'bdev_aio_create', 'bdev_aio_delete', 'bdev_lvol_clone_bdev',
+    'bdev_lvol_decouple_parent', 'bdev_lvol_inflate',
+    'bdev_lvol_set_read_only',
+    'bdev_lvol_start_shallow_copy', 'bdev_lvol_check_shallow_copy'))
+
+
+class ImageMixin(object):
+    """copy_image_to_volume, copy_volume_to_image and clone_image."""
+
+    @property
+    def image_cache(self):
+        return image_cache.ImageCache(self.client, self.configuration)
+
+    def _sweep_scratch(self):
+        """Remove scratch lvols and aio bdevs of interrupted transfers.
+
+        Clones before snapshots, so each snapshot has one clone at most
+        when deleted; lvols before aio bdevs, which they may read.
+        """
+        for lvs in self.lvstores:
+            items = self.client.bdev_lvol_get_lvols(lvs_name=lvs)
+            scratch = sorted(
+                (item for item in items if lvols.is_temp(item['name'])),
+                key=lambda item: item.get('is_snapshot', False))
+            for item in scratch:
+                LOG.warning('Deleting %s, left by an interrupted image '
+                            'transfer', item['alias'])
+                images.delete_lvol(self.client, item['alias'])
+        for bdev in self.client.bdev_get_bdevs():
+            if (bdev.get('product_name') == 'AIO disk' and
+                    lvols.is_temp(bdev['name'])):
+                LOG.warning('Deleting aio bdev %s, left by an interrupted '
+                            'image transfer', bdev['name'])
+                images.delete_aio(self.client, bdev['name'])
+
+    def _staging_dir(self):
+        return (self.configuration.spdk_image_staging_dir or
+                CONF.image_conversion_dir)
+
+    def _import_image(self, context, image_service, image_id, volume, lvs,
+                      lvol_name, rb, disable_sparse=False):
+        """Fetch an image (raw, converted by Cinder's rules) into an lvol.
+
+        The image must fit ``volume``; the new lvol is image-sized.
+        """
+        store = self.client.bdev_lvol_get_lvstores(lvs_name=lvs)[0]
+        with images.staging_file(self._staging_dir(),
+                                 'image-%s-' % image_id) as path:
+            image_utils.fetch_to_raw(
+                context, image_service, image_id, path,
+                self.configuration.volume_dd_blocksize, size=volume.size,
+                run_as_root=False, disable_sparse=disable_sparse)
+            images.pad(path, store['cluster_size'])
+            return images.import_file(
+                self.client, path, lvs, lvol_name,
+                lvols.temp_name('img', volume.id), store['block_size'], rb)
+
+    def copy_image_to_volume(self, context, volume, image_service, image_id,
+                             disable_sparse=False):
+        """Replace the volume's (new, empty) lvol by the imported image."""
+        limits = self._limits(volume.volume_type_id, volume.size)
+        with locks.locked(locks.vlock(volume.id)), \
+                errors.translated('copy image %s to volume %s'
+                                  % (image_id, volume.id)), \
+                rollback.Rollback('image to volume %s' % volume.id) as rb:
+            old = self._get(volume)
+            self._refuse_if_exported(old, volume)
+            alias = self._import_image(
+                context, image_service, image_id, volume, old.lvs,
+                lvols.temp_name('import', volume.id), rb, disable_sparse)
+            alias = self._replace(old, alias, volume, limits, rb,
+                                  'imported')
+            if not self.configuration.spdk_thin_provision:
+                self.client.bdev_lvol_inflate(alias)
+
+    def copy_volume_to_image(self, context, volume, image_service,
+                             image_meta):
+        """Shallow-copy the volume to a raw file, then let Cinder upload.
+
+        The volume's lock is held only while the target copies, not for
+        the conversion and upload.
+        """
+        with images.staging_file(self._staging_dir(),
+                                 'volume-%s-' % volume.id) as path:
+            with locks.locked(locks.vlock(volume.id)), \
+                    errors.translated('copy volume %s to an image'
+                                      % volume.id), \
+                    rollback.Cleanup('export volume %s' % volume.id) as tmp:
+                lvol = self._get(volume)
+                source = images.flat_source(self.client, lvol, volume.id,
+                                            tmp)
+                images.export_to_file(
+                    self.client, source, lvol, path,
+                    lvols.temp_name('out', volume.id),
+                    self.configuration.spdk_image_copy_timeout)
+            volume_utils.upload_volume(context, image_service, image_meta,
+                                       path, volume, run_as_root=False)
+
+    def clone_image(self, context, volume, image_location, image_meta,
+                    image_service):
+        """With the image cache on: a thin clone of the image's base lvol.
+
+        Returns ``(None, False)`` (Cinder then uses its generic
+        image-volume cache if enabled, else copy_image_to_volume) when
+        the cache is off or full.
+        """
+        if not self.image_cache.enabled:
+            return None, False
+        limits = self._limits(volume.volume_type_id, volume.size)
+        lvs = self._pool(volume)
+        name = image_cache.base_name(image_meta)
+        base_alias = lvols.alias(lvs, name)
+        with locks.locked(locks.vlock(volume.id), locks.block(name)), \
+                errors.translated('volume %s from cached image %s'
+                                  % (volume.id, image_meta['id'])), \
+                rollback.Rollback('create volume %s' % volume.id) as rb:
+            base = lvols.get(self.client, base_alias)
+            if base is None:
+                size = (image_meta.get('virtual_size') or
+                        image_meta.get('size') or 0)
+                if not self.image_cache.has_room(lvs, size):
+                    return None, False
+                self._import_image(context, image_service, image_meta['id'],
+                                   volume, lvs, name, rb)
+                self.client.bdev_lvol_set_read_only(base_alias)
+                LOG.info('Cached image %(image)s as %(base)s',
+                         {'image': image_meta['id'], 'base': base_alias})
+            elif base.size_bytes > volume.size * lvols.GIB:
+                raise exception.ImageUnacceptable(
+                    image_id=image_meta['id'],
+                    reason='image needs %d bytes, volume has %d GiB'
+                           % (base.size_bytes, volume.size))
+            alias = self._clone(base_alias, volume, rb)
+            self._finish(alias, volume, limits)
+        return None, True
