@@ -13,6 +13,10 @@ from tests.emulator import errors
 from tests.emulator import params as p
 
 DEFAULT_IOPS_THRESHOLD = 60000
+# Real SPDK offers a guest up to SPDK_VHOST_MAX_VQUEUES (256) virtqueues
+# per vhost-blk controller; qemu-storage-daemon defaults to one, which
+# would refuse a multi-queue guest SPDK serves. 8 covers the guests here.
+VHOST_BLK_QUEUES = 8
 
 
 def parse_cpumask(text):
@@ -114,7 +118,8 @@ def vhost_create_blk_controller(target, args):
     # A snapshot's data is immutable in SPDK whatever the controller says.
     frozen = getattr(bdev, 'frozen', False)
     target.dataplane.export_vhost_blk(name, bdev.source(), socket,
-                                      readonly=readonly or frozen)
+                                      readonly=readonly or frozen,
+                                      num_queues=VHOST_BLK_QUEUES)
     state.controllers[name] = Controller(name, bdev, mask, readonly, socket)
     return True
 

@@ -1,46 +1,49 @@
-"""Real libvirtd and QEMU (TCG) accept the driver's vhost-user XML.
+"""The attach path on real parts: Nova driver, SPDK connector, libvirt, QEMU.
 
-A guest defined from Nova's config classes plus this package's (acpi,
-shared memfd hugepage memory, a vhostuser boot disk) boots on a
-qemu-storage-daemon vhost-user-blk export; a second disk is hot-attached
-through the driver's connect + get_config path and Nova's Guest object,
-used by the guest, then detached. A running guest without shared
-hugepage memory is refused before the connector is asked for anything.
+The compute driver's volume driver uses the real ``SpdkVhostConnector``
+against the SPDK target emulator (or a real ``spdk_tgt``), libvirtd
+defines guests built from Nova's config classes, and QEMU (TCG) runs them
+as ``libvirt-qemu``: the socket is usable only because the connector gave
+it to QEMU's group. The ``connection_info`` comes from the real Cinder
+volume manager and driver, run in their own process
+(:mod:`tests.service_process`), for both transports: ``local`` (the lvol
+on the compute host's target) and ``tcp`` (a second target as the
+storage node, reached over NVMe-oF).
 
 Needs libvirtd running as root after hugetlbfs is mounted
-(tools/setup-hugepages.sh; ``virtlogd -d; libvirtd -d``).
+(tools/setup-hugepages.sh, tools/start-libvirt.sh).
 """
 
+import grp
 import os
-import time
-import uuid
+import shutil
+import socket
+import stat
+import subprocess
 
 import fixtures
-from lxml import etree
 from nova import context as nova_context
-from nova.virt import fake
-from nova.virt.libvirt import config as vconfig
 from nova.virt.libvirt import guest as libvirt_guest
 from oslo_config import fixture as config_fixture
 
-from nova_vhost_user import brick
-from nova_vhost_user import driver
 from nova_vhost_user import exception as vhost_exception
-from nova_vhost_user import libvirt_config
-from nova_vhost_user import volume
 from tests import base
-from tests.functional import test_guest
-from tests.guest import initramfs
-from tests.nova.unit import nova_fakes as fakes
+from tests.emulator import fixture as emulator_fixture
+from tests.nova import compute
+from tests.nova import libvirt_guest as guests
+from tests import service_process
 
 try:
     import libvirt
 except ImportError:  # reported by setUp, with what to install
     libvirt = None
 
-MiB = 1024 * 1024
-GUEST_MIB = 256
 URI = os.environ.get('SPDK_VHOST_TEST_LIBVIRT_URI', 'qemu:///system')
+LVS = 'lvs0'
+HOST_NQN = ('nqn.2014-08.org.nvmexpress:uuid:'
+            '2c5f39cb-3fa2-42e3-994f-c9b872cef4fc')
+QEMU_USER = 'libvirt-qemu'
+DISK = {'bus': 'virtio', 'type': 'disk'}
 # Runs in the guest: check the boot disk, wait for the hot-attached one,
 # use it, then report when it is gone again; stay up for the detach.
 SCRIPT = '''
@@ -54,43 +57,39 @@ while :; do sleep 10; done
 '''
 
 
-def _open_to_qemu(path):
-    """Let other users traverse path and its private temp parents.
-
-    Only adds search permission, and only on directories this process
-    owns (the test's temp dirs), never removes any.
-    """
-    while path != os.path.dirname(path):
-        info = os.stat(path)
-        if info.st_uid == os.getuid() and not info.st_mode & 0o001:
-            os.chmod(path, (info.st_mode & 0o7777) | 0o011)
-        path = os.path.dirname(path)
-
-
-class ExportConnector(object):
-    """Stands in for the SPDK connector: hands out qsd export sockets.
-
-    The connector itself is tested against the SPDK emulator elsewhere;
-    here the point is what libvirt and QEMU accept. It records calls so
-    the refusal test can show nothing was asked of it.
-    """
-
-    def __init__(self, qsd):
-        self.qsd = qsd
-        self.connected = []
-
-    def connect_volume(self, props):
-        self.connected.append(props['volume_id'])
-        return {'type': 'vhost_user_blk',
-                'path': self.qsd.socket(props['volume_id']),
-                'controller': props['volume_id'], 'cpumask': '0x1',
-                'numa_node': props.get('numa_node')}
-
-    def disconnect_volume(self, props, device_info, force=False):
-        self.connected.remove(props['volume_id'])
+def start_target(test, **kwargs):
+    """A target (emulator unless told) with lvol store ``lvs0``."""
+    target = test.useFixture(emulator_fixture.EmulatorFixture(**kwargs))
+    rpc(target, 'bdev_malloc_create', {'name': 'Malloc0',
+                                       'num_blocks': 262144,
+                                       'block_size': 512})
+    rpc(target, 'bdev_lvol_create_lvstore', {'bdev_name': 'Malloc0',
+                                             'lvs_name': LVS,
+                                             'cluster_sz': 1048576})
+    return target
 
 
-class TestLibvirtVhostUser(base.TestCase):
+def rpc(target, method, params=None):
+    reply = target.call(method, params)
+    if 'error' in reply:
+        raise AssertionError('%s %s: %s' % (method, params, reply['error']))
+    return reply['result']
+
+
+def qemu_user_connects(path):
+    """'' if QEMU's user can connect to the socket, else the error."""
+    probe = ('import socket, sys\n'
+             'socket.socket(socket.AF_UNIX).connect(sys.argv[1])\n')
+    # The system Python: a virtualenv may sit where that user can't go.
+    python = shutil.which('python3', path=os.defpath)
+    result = subprocess.run(['runuser', '-u', QEMU_USER, '--', python,
+                             '-c', probe, path],
+                            capture_output=True, text=True, timeout=60)
+    return result.stderr if result.returncode else ''
+
+
+class ComputeTestCase(base.TestCase):
+    """A compute host: libvirtd, Nova's driver, one SPDK target."""
 
     def setUp(self):
         super().setUp()
@@ -102,168 +101,201 @@ class TestLibvirtVhostUser(base.TestCase):
             self.fail('libvirtd not reachable at %s (start it after '
                       'tools/setup-hugepages.sh): %s' % (URI, err))
         self.addCleanup(self.conn.close)
-        self.conf = self.useFixture(config_fixture.Config(volume.CONF))
-        self.conf.config(group='libvirt', virt_type='qemu')
-        self.conf.config(group='spdk_vhost', guest_max_queues=2,
-                         guest_reconnect_timeout=5,
-                         nova_check_reactor_overlap=False)
-        self.qsd = self.useFixture(test_guest.QemuStorageDaemon(
-            [('boot', 32 * MiB, 2), ('hot', 32 * MiB, 2)]))
         self.workdir = self.useFixture(fixtures.TempDir()).path
-        # QEMU runs as libvirt-qemu: it must reach the sockets and files.
-        for path in (self.workdir, self.qsd.path):
-            _open_to_qemu(path)
-        for name in ('boot', 'hot'):
-            os.chmod(self.qsd.socket(name), 0o666)
-        self.connector = ExportConnector(self.qsd)
-        self.useFixture(fixtures.MockPatchObject(
-            brick, 'get_connector', return_value=self.connector))
-        self.driver = driver.LibvirtVhostUserDriver(fake.FakeVirtAPI())
-        # A one-node host, whatever this one has: the NUMA choice is
-        # unit-tested; volumes here are not encrypted.
-        self.useFixture(fixtures.MockPatchObject(
-            self.driver._host, 'get_capabilities',
-            return_value=fakes.FakeHost(fakes.host_topology([0, 1])).caps))
-        self.useFixture(fixtures.MockPatchObject(
-            self.driver._host, 'find_secret', return_value=None))
+        guests.open_to_qemu(self.workdir)
+        self.addCleanup(compute.run_privileged_in_process())
+        self.conf = self.useFixture(config_fixture.Config(compute.CONF))
+        compute.register()
+        self.conf.config(group='libvirt', virt_type='qemu',
+                         connection_uri=URI)
         self.context = nova_context.get_admin_context()
 
-    # -- helpers -------------------------------------------------------
+    def use_compute_target(self, target, **extra):
+        """Point [spdk_vhost] at ``target`` and build the compute driver."""
+        self.target = target
+        # SPDK's socket directory must be reachable by QEMU, as -S
+        # /var/tmp is; the socket itself is the connector's business.
+        guests.open_to_qemu(target.vhost_dir)
+        self.conf.config(group=compute.GROUP, **compute.options(
+            target.socket_path, 'compute-host', host_nqn=HOST_NQN, **extra))
+        self.driver = compute.make_driver()
+        self.addCleanup(compute.close, self.driver)
 
-    def _use_domain(self, dom):
-        """Find test domains by object: Nova would look up its name."""
-        self.useFixture(fixtures.MockPatchObject(
-            self.driver._host, 'get_guest',
-            return_value=libvirt_guest.Guest(dom)))
+    def controllers(self):
+        return rpc(self.target, 'vhost_get_controllers')
 
-    def _disk(self, volume_id, dev, inst):
-        conn = fakes.connection_info(volume_id)
-        self.driver._connect_volume(self.context, conn, inst)
-        disk_info = {'bus': 'virtio', 'dev': dev, 'type': 'disk'}
-        return conn, self.driver._get_volume_config(conn, disk_info)
+    def connect(self, connection_info, inst):
+        self.driver._connect_volume(self.context, connection_info, inst)
+        self.addCleanup(self._disconnect_quietly, connection_info, inst)
 
-    def _domain_config(self, disks, hugepages):
-        cfg = vconfig.LibvirtConfigGuest()
-        cfg.virt_type = 'qemu'
-        cfg.name = 'spdk-vhost-test-%s' % uuid.uuid4().hex[:8]
-        cfg.uuid = str(uuid.uuid4())
-        cfg.memory = GUEST_MIB * 1024
-        cfg.vcpus = 2
-        cfg.os_type = 'hvm'
-        cfg.os_kernel = initramfs.find_kernel().image
-        cfg.os_initrd = initramfs.make_initrd(
-            os.path.join(self.workdir, 'initrd'), SCRIPT)
-        os.chmod(cfg.os_initrd, 0o644)
-        cfg.os_cmdline = initramfs.kernel_cmdline(disks=len(disks))
-        cfg.features = [vconfig.LibvirtConfigGuestFeatureACPI()]
-        if hugepages:
-            cell = vconfig.LibvirtConfigGuestCPUNUMACell()
-            cell.id, cell.cpus, cell.memory = 0, {0, 1}, GUEST_MIB * 1024
-            cfg.cpu = vconfig.LibvirtConfigGuestCPU()
-            cfg.cpu.numa = vconfig.LibvirtConfigGuestCPUNUMA()
-            cfg.cpu.numa.cells = [cell]
-            page = vconfig.LibvirtConfigGuestMemoryBackingPage()
-            page.size_kb, page.nodeset = 2048, [0]
-            nova_backing = vconfig.LibvirtConfigGuestMemoryBacking()
-            nova_backing.hugepages = [page]
-            cfg.membacking = libvirt_config.shared_hugepages(nova_backing,
-                                                             memfd=True)
-        for disk in disks:
-            cfg.add_device(disk)
-        serial = vconfig.LibvirtConfigGuestSerial()
-        serial.type = 'file'
-        serial.source_path = os.path.join(self.workdir, 'console.log')
-        cfg.add_device(serial)
-        return cfg
+    def _disconnect_quietly(self, connection_info, inst):
+        """Cleanup only: the tests disconnect and check themselves."""
+        names = [c['ctrlr'] for c in self.controllers()]
+        if 'vhost-' + connection_info['data']['volume_id'] in names:
+            self.driver._disconnect_volume(self.context, connection_info,
+                                           inst, force=True)
 
-    def _start(self, cfg):
-        dom = self.conn.defineXML(cfg.to_xml())
-        self.addCleanup(dom.undefine)
-        dom.create()
-        self.addCleanup(self._destroy, dom)
+    def start(self, cfg):
+        dom = guests.start(self.conn, cfg)
+        self.addCleanup(guests.remove, dom)
         return dom
 
-    @staticmethod
-    def _destroy(dom):
-        if dom.isActive():
-            dom.destroy()
 
-    def _console_result(self, key, timeout=180):
-        path = os.path.join(self.workdir, 'console.log')
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            results = test_guest.qemu.Results(self._console(path), 0)
-            if results.errors:
-                self.fail('guest reported %s' % results.errors)
-            if key in results.values:
-                return results.values[key]
-            time.sleep(0.5)
-        self.fail('no %s from the guest after %d s:\n%s'
-                  % (key, timeout, '\n'.join(self._console(path)[-30:])))
+class AttachTests(object):
+    """Boot on one volume, hot-attach another, use both, detach.
 
-    @staticmethod
-    def _console(path):
-        try:
-            with open(path, errors='replace') as f:
-                return [line.rstrip('\r\n') for line in f]
-        except FileNotFoundError:
-            return []
+    Subclasses set up the targets and ``self.cinder`` (started).
+    """
 
-    def _live_disks(self, dom):
-        cfg = vconfig.LibvirtConfigGuest()
-        cfg.parse_str(dom.XMLDesc(0))
-        return [d.target_dev for d in cfg.devices
-                if isinstance(d, vconfig.LibvirtConfigGuestDisk)]
+    def volume(self, connector):
+        """A new Cinder volume and its connection_info for this host."""
+        vol = self.cinder.call('create_volume', size=1)
+        info = self.cinder.call('initialize_connection', volume_id=vol['id'],
+                                connector=connector)
+        return info
 
-    def _live_vhost_disk(self, dom, dev):
-        root = etree.fromstring(dom.XMLDesc(0))
-        for element in root.findall('devices/disk'):
-            if element.find('target').get('dev') == dev:
-                disk = libvirt_config.LibvirtConfigGuestVhostUserDisk()
-                disk.parse_dom(element)
-                return disk
-        self.fail('no disk %s in the live domain' % dev)
-
-    # -- tests ---------------------------------------------------------
+    def check_socket(self, path):
+        info = os.stat(path)
+        self.assertTrue(stat.S_ISSOCK(info.st_mode))
+        self.assertEqual((0o660, compute.QEMU_GROUP),
+                         (stat.S_IMODE(info.st_mode),
+                          grp.getgrgid(info.st_gid).gr_name))
 
     def test_boot_hot_attach_detach(self):
-        inst = fakes.instance(topology=fakes.numa_topology(
-            [(0, [0, 1], 2048)]))
-        _conn, boot = self._disk('boot', 'vda', inst)
-        dom = self._start(self._domain_config([boot], hugepages=True))
-        self._use_domain(dom)
-        self.assertIsNotNone(self._console_result('vda.verify@4096'))
+        inst = guests.instance(vcpus=2, node=0)
+        connector = self.driver.get_volume_connector(inst)
+        boot_conn, hot_conn = self.volume(connector), self.volume(connector)
+        self.assertEqual(self.transport, boot_conn['data']['transport'])
 
-        hot_conn, hot = self._disk('hot', 'vdb', inst)
-        guest = libvirt_guest.Guest(dom)
+        self.connect(boot_conn, inst)
+        boot = self.driver._get_volume_config(boot_conn,
+                                              dict(DISK, dev='vda'))
+        self.check_socket(boot.source_path)
+        dom = self.start(guests.domain_config(inst, self.workdir, SCRIPT,
+                                              [boot]))
+        self.assertEqual('ok', guests.wait_result(self.workdir,
+                                                  'vda.verify@4096'))
+
+        # Hot attach: what LibvirtDriver.attach_volume does, minus the DB.
+        guest = self.driver._host.get_guest(inst)
+        self.connect(hot_conn, inst)
+        hot = self.driver._get_volume_config(hot_conn, dict(DISK, dev='vdb'))
+        self.check_socket(hot.source_path)
         guest.attach_device(hot, persistent=True, live=True)
+        self.assertEqual('ok', guests.wait_result(self.workdir,
+                                                  'vdb.verify@1048576'))
+        self.assertEqual('2', guests.wait_result(self.workdir, 'vdb.queues'))
+        self.assertEqual(['vda', 'vdb'], guests.disks(dom))
+        names = sorted(c['ctrlr'] for c in self.controllers())
+        self.assertEqual(sorted('vhost-' + c['data']['volume_id']
+                                for c in (boot_conn, hot_conn)), names)
 
-        self.assertEqual('ok', self._console_result('vdb.verify@1048576'))
-        self.assertEqual('2', self._console_result('vdb.queues'))
-        self.assertEqual(['vda', 'vdb'], self._live_disks(dom))
-        # What libvirt kept is what the driver wrote.
-        live = self._live_vhost_disk(dom, 'vdb')
-        self.assertEqual((self.qsd.socket('hot'), 2, 5),
-                         (live.source_path, live.driver_queues,
-                          live.reconnect_timeout))
-
-        # Detach the way Nova does: with the disk it parses back itself.
+        # Detach as Nova does: the disk parsed back from the live domain.
         guest.detach_device(guest.get_disk('vdb'), persistent=True,
                             live=True)
-        self.assertEqual('gone', self._console_result('hot'))
-        self.assertEqual(['vda'], self._live_disks(dom))
+        self.assertEqual('gone', guests.wait_result(self.workdir, 'hot'))
         self.driver._disconnect_volume(self.context, hot_conn, inst)
-        self.assertEqual(['boot'], self.connector.connected)
+        self.assertEqual(['vhost-' + boot_conn['data']['volume_id']],
+                         [c['ctrlr'] for c in self.controllers()])
+        self.assertFalse(os.path.exists(hot.source_path))
 
-    def test_guest_without_shared_hugepages_refused(self):
-        dom = self._start(self._domain_config([], hugepages=False))
-        self._use_domain(dom)
-        inst = fakes.instance(topology=fakes.numa_topology(
-            [(0, [0, 1], 2048)]))
+        dom.destroy()  # the guest goes: its boot volume is let go of
+        self.driver._disconnect_volume(self.context, boot_conn, inst)
+        self.assertEqual([], self.controllers())
+        # Then Nova has Cinder end both attachments.
+        for conn in (boot_conn, hot_conn):
+            self.cinder.call('terminate_connection',
+                             volume_id=conn['data']['volume_id'],
+                             connector=connector)
+        self.check_gone()
 
+    def test_only_the_configured_group_reaches_the_socket(self):
+        """The connector's group and mode are what let QEMU's user in."""
+        inst = guests.instance(vcpus=1, node=0)
+        connector = self.driver.get_volume_connector(inst)
+        conn = self.volume(connector)
+        self.connect(conn, inst)
+        self.assertEqual('', qemu_user_connects(conn['data']['device_path']))
+
+        self.conf.config(group=compute.GROUP, vhost_socket_group=None,
+                         vhost_socket_mode='0600')
+        conn = self.volume(connector)
+        self.connect(conn, inst)
+        self.assertIn('PermissionError',
+                      qemu_user_connects(conn['data']['device_path']))
+
+
+class TestLocalAttach(AttachTests, ComputeTestCase):
+    """Hyperconverged: the lvol lives on the compute host's own target."""
+
+    transport = 'local'
+
+    def setUp(self):
+        super().setUp()
+        self.use_compute_target(start_target(self))
+        self.cinder = self.useFixture(service_process.ServiceProcess(
+            service_process.CINDER))
+        self.cinder.call('start', rpc_socket=self.target.socket_path,
+                         target_id='compute-host')
+
+    def check_gone(self):
+        pass  # no NVMe-oF on this path: the controllers were all
+
+
+class TestTcpAttach(AttachTests, ComputeTestCase):
+    """A storage node's target exports the lvols over NVMe-oF/TCP."""
+
+    transport = 'tcp'
+
+    def setUp(self):
+        super().setUp()
+        self.storage = start_target(self, use_real=False)
+        self.use_compute_target(start_target(self, use_real=False))
+        with socket.socket() as probe:
+            probe.bind(('127.0.0.1', 0))
+            port = probe.getsockname()[1]
+        self.cinder = self.useFixture(service_process.ServiceProcess(
+            service_process.CINDER))
+        self.cinder.call('start', rpc_socket=self.storage.socket_path,
+                         target_id='storage-node', nvmf_port=port)
+
+    def check_gone(self):
+        self.assertEqual([], rpc(self.target, 'bdev_nvme_get_controllers'))
+        subsystems = [s['nqn'] for s in rpc(self.storage,
+                                            'nvmf_get_subsystems')
+                      if s['subtype'] == 'NVMe']
+        self.assertEqual([], subsystems)
+
+
+class TestGuestMemoryRefused(ComputeTestCase):
+    """No hugepage-backed shared memory: refused, nothing created."""
+
+    def setUp(self):
+        super().setUp()
+        self.use_compute_target(start_target(self))
+        lvol = rpc(self.target, 'bdev_lvol_create', {
+            'lvol_name': 'vol-1', 'size_in_mib': 8, 'lvs_name': LVS,
+            'thin_provision': True})
+        # Built per DESIGN.md: no Cinder needed to be refused.
+        self.conn_info = {'driver_volume_type': 'spdk_vhost',
+                          'serial': 'vol-1',
+                          'data': {'volume_id': 'vol-1', 'bdev': lvol,
+                                   'lvol_uuid': lvol, 'transport': 'local',
+                                   'access_mode': 'rw', 'block_size': 512}}
+
+    def assert_refused(self, inst):
         err = self.assertRaises(vhost_exception.VhostUserMemoryNotShared,
-                                self._disk, 'hot', 'vdb', inst)
-
+                                self.driver._connect_volume, self.context,
+                                self.conn_info, inst)
         self.assertIn('hw:mem_page_size', str(err))
-        self.assertEqual([], self.connector.connected)
-        self.assertEqual([], self._live_disks(dom))
+        self.assertEqual([], self.controllers())
+
+    def test_running_guest_with_private_memory(self):
+        inst = guests.instance(hugepages=False)
+        dom = self.start(guests.domain_config(inst, self.workdir,
+                                              'sleep 600'))
+        self.assertTrue(libvirt_guest.Guest(dom).is_active())
+        self.assert_refused(inst)
+
+    def test_stopped_guest_of_a_flavor_without_hugepages(self):
+        self.assert_refused(guests.instance(hugepages=False))
