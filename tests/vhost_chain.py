@@ -6,7 +6,6 @@ QEMU guest on hugepage-backed memory writing through that controller, and
 the bytes read back from the lvol itself. The read-back uses only SPDK RPCs
 (the lvol is made read-only and shallow-copied to an aio file), so it
 proves the data reached the volume on a real target as on the emulator.
-Used by the functional test and by ``make demo``.
 """
 
 import collections
