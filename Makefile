@@ -40,6 +40,8 @@ pep8: venv
 	$(BIN)/flake8
 	$(BIN)/doc8 doc/source releasenotes/notes README.rst
 	shellcheck -x tools/*.sh tests/guest/*.sh .ci/run
+	shellcheck -x -s bash devstack/plugin.sh devstack/settings \
+		devstack/override-defaults devstack/lib/* tests/unit/devstack/*.sh
 
 docs: venv
 	$(BIN)/sphinx-build -W -q -b html doc/source doc/build/html

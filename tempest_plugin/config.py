@@ -26,4 +26,13 @@ SpdkVhostGroup = [
     cfg.StrOpt('hugepage_flavor',
                help='Flavor with hw:mem_page_size set, used by the scenario '
                     'tests: vhost-user needs hugepage-backed guests.'),
+    cfg.StrOpt('backend_name',
+               default='spdk',
+               help='volume_backend_name of the spdk_vhost backend; the '
+                    'tests create their own volume types on it.'),
+    cfg.StrOpt('spdk_rpc_socket',
+               help='JSON-RPC socket of the SPDK target behind the '
+                    'backend, when tempest runs on that host (all-in-one). '
+                    'Set, the tests also check the QoS limits SPDK '
+                    'enforces, not only what the API reports.'),
 ]

@@ -1,0 +1,87 @@
+#!/bin/bash
+# devstack's functions, stubbed for tests/unit/test_devstack_plugin.py.
+#
+# Configuration functions really write ini files; anything that would
+# change the host (services, packages, users, OpenStack API calls) is only
+# recorded, one line per call, in $STUB_LOG.
+
+log_call() {
+    echo "$*" >>"$STUB_LOG"
+}
+
+iniset() {
+    "$STUB_PYTHON" "$STUB_DIR/ini.py" set "$@"
+}
+
+iniget() {
+    "$STUB_PYTHON" "$STUB_DIR/ini.py" get "$@"
+}
+
+is_service_enabled() {
+    local service
+    for service in "$@"; do
+        if [[ ,$ENABLED_SERVICES, == *,$service,* ]]; then
+            return 0
+        fi
+    done
+    return 1
+}
+
+enable_service() {
+    is_service_enabled "$1" || ENABLED_SERVICES+=",$1"
+}
+
+echo_summary() {
+    echo "$*"
+}
+
+die() {
+    echo "die: $*" >&2
+    exit 1
+}
+
+sudo() {
+    log_call sudo "$@"
+    "$@"
+}
+
+# Commands that would change the host or need a cloud: recorded only.
+for cmd in git_clone setup_develop run_process stop_process restart_service \
+        groupadd usermod systemctl make git; do
+    eval "$cmd() { log_call $cmd \"\$@\"; }"
+done
+
+# No OpenStack resource exists yet: every "show" fails, every change succeeds.
+openstack() {
+    log_call openstack "$@"
+    [[ " $* " != *" show "* ]]
+}
+
+# Users exist, the group does not.
+getent() {
+    log_call getent "$@"
+    [[ $1 == passwd ]]
+}
+
+# A prebuilt SPDK tree whose scripts record their arguments.
+make_fake_spdk() {
+    local dir=$1 script
+    mkdir -p "$dir/scripts" "$dir/build/bin"
+    for script in scripts/setup.sh scripts/rpc.py scripts/pkgdep.sh \
+            build/bin/spdk_tgt configure; do
+        cat >"$dir/$script" <<SCRIPT
+#!/bin/bash
+echo "$script HUGEMEM=\${HUGEMEM-} PCI_ALLOWED=\${PCI_ALLOWED-} \$*" >>"$STUB_LOG"
+if [[ " \$* " == *" bdev_lvol_get_lvstores "* ]]; then
+    [[ -n \${FAKE_LVSTORE_EXISTS:-} ]]
+fi
+SCRIPT
+        chmod +x "$dir/$script"
+    done
+}
+
+git_clone() {
+    log_call git_clone "$@"
+    make_fake_spdk "$2"
+    rm "$2/build/bin/spdk_tgt"
+}

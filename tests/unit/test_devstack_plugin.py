@@ -1,0 +1,347 @@
+"""The devstack plugin, run phase by phase over stubbed devstack functions.
+
+devstack itself is not installed here: tests/unit/devstack/stubs.sh
+replaces its functions (iniset writes real ini files; services, packages
+and API calls are recorded), and run.sh drives the phases as stack.sh,
+unstack.sh and clean.sh would.
+"""
+
+import configparser
+import grp
+import json
+import os
+import subprocess
+import sys
+
+import fixtures
+
+from cinder_spdk_vhost import opts as cinder_opts
+from nova_vhost_user import opts as nova_opts
+from os_brick_connector import opts as connector_opts
+from tests import base
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+RUN = os.path.join(HERE, 'devstack', 'run.sh')
+STACK = ['pre-install', 'cinder', 'install', 'post-config', 'extra',
+         'test-config']
+
+
+class DevstackPluginTest(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.tmp = self.useFixture(fixtures.TempDir()).path
+        self.log = self.path('calls.log')
+        self.spdk_dir = self.path('spdk')
+        self.env = {
+            'PATH': os.environ['PATH'],
+            'STUB_LOG': self.log,
+            'STUB_PYTHON': sys.executable,
+            'PLUGIN_DIR': ROOT,
+            'DEST': self.tmp,
+            'DATA_DIR': self.path('data'),
+            'STACK_USER': 'stack',
+            'SERVICE_HOST': '192.0.2.10',
+            'CINDER_CONF': self.path('cinder.conf'),
+            'NOVA_CONF': self.path('nova.conf'),
+            'NOVA_CPU_CONF': self.path('nova-cpu.conf'),
+            'NOVA_CONF_DIR': self.tmp,
+            'TEMPEST_CONFIG': self.path('tempest.conf'),
+            'SYSTEMD_DIR': self.path('systemd'),
+            'SYSTEMCTL': 'systemctl',
+            'ENABLED_SERVICES': 'c-api,c-vol,n-api,n-cpu,tempest',
+            'SPDK_GROUP': grp.getgrgid(os.getgid()).gr_name,
+            'SPDK_DIR': self.spdk_dir,
+            'SPDK_TARGET_ID': 'aio-host',
+        }
+        os.makedirs(os.path.join(self.tmp, 'rootwrap.d'))
+        with open(self.env['NOVA_CONF'], 'w') as conf:
+            conf.write('[filter_scheduler]\n'
+                       'enabled_filters = ComputeFilter,ImagePropertiesFilter'
+                       '\n')
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def prebuilt_spdk(self):
+        subprocess.run(['bash', '-c', 'source "$0"; make_fake_spdk "$1"',
+                        os.path.join(HERE, 'devstack', 'stubs.sh'),
+                        self.spdk_dir], env=self.env, check=True)
+
+    def run_plugin(self, *steps, check=True, **env):
+        result = subprocess.run(['bash', RUN] + list(steps),
+                                env=dict(self.env, **env),
+                                capture_output=True, text=True, timeout=60)
+        if check:
+            self.assertEqual(0, result.returncode, result.stderr)
+        return result
+
+    def calls(self):
+        if not os.path.exists(self.log):
+            return []
+        with open(self.log) as log:
+            return log.read().splitlines()
+
+    def assertCalled(self, fragment):
+        matches = [c for c in self.calls() if fragment in c]
+        self.assertTrue(matches, '%r not in calls:\n%s' % (
+            fragment, '\n'.join(self.calls())))
+        return matches
+
+    def assertNotCalled(self, fragment):
+        self.assertEqual([], [c for c in self.calls() if fragment in c])
+
+    def index(self, fragment):
+        for i, call in enumerate(self.calls()):
+            if fragment in call:
+                return i
+        self.fail('%r not called' % fragment)
+
+    @staticmethod
+    def section(parser, name):
+        """A section's own options (configparser adds DEFAULT's)."""
+        defaults = parser.defaults()
+        return {k: v for k, v in parser[name].items() if k not in defaults}
+
+    def ini(self, name):
+        parser = configparser.ConfigParser(interpolation=None)
+        parser.optionxform = str
+        self.assertTrue(parser.read(self.env[name]), name)
+        return parser
+
+    def test_cinder_backend_written_by_lib_cinder_hook(self):
+        self.prebuilt_spdk()
+        self.run_plugin('cinder')
+        conf = self.ini('CINDER_CONF')
+        self.assertEqual({
+            'volume_backend_name': 'spdk',
+            'volume_driver': 'cinder_spdk_vhost.driver.SpdkVhostDriver',
+            'spdk_rpc_socket': '/var/tmp/spdk.sock',
+            'spdk_lvstores': 'lvs0',
+            'spdk_thin_provision': 'True',
+            'spdk_nvmf_address': '192.0.2.10',
+            'spdk_target_id': 'aio-host',
+        }, self.section(conf, 'spdk'))
+
+    def test_local_conf_backend_list_is_kept(self):
+        self.prebuilt_spdk()
+        self.run_plugin('cinder',
+                        CINDER_ENABLED_BACKENDS='lvm:lvmdriver-1,'
+                                                'spdk_vhost:fast')
+        conf = self.ini('CINDER_CONF')
+        self.assertEqual(['fast'], conf.sections())
+
+    def test_prebuilt_spdk_is_not_rebuilt(self):
+        self.prebuilt_spdk()
+        self.run_plugin('pre-install')
+        self.assertNotCalled('git_clone')
+        self.assertNotCalled('make')
+        self.assertCalled('scripts/setup.sh HUGEMEM=4096 PCI_ALLOWED=none')
+        self.assertCalled('groupadd --system')
+        self.assertCalled('usermod -a -G %s stack' % self.env['SPDK_GROUP'])
+
+    def test_spdk_is_built_from_a_checkout(self):
+        self.run_plugin('pre-install', SPDK_BRANCH='v26.05.x',
+                        SPDK_CONFIGURE_ARGS='--with-rdma')
+        self.assertCalled('git_clone https://github.com/spdk/spdk.git %s '
+                          'v26.05.x' % self.spdk_dir)
+        self.assertCalled('git submodule update --init')
+        self.assertCalled('configure HUGEMEM= PCI_ALLOWED= --with-rdma')
+        self.assertLess(self.index('configure '), self.index('make -j'))
+        self.assertLess(self.index('make -j'), self.index('setup.sh'))
+
+    def test_phases_in_devstack_order(self):
+        self.prebuilt_spdk()
+        self.run_plugin(*STACK)
+        order = [self.index(fragment) for fragment in (
+            'scripts/setup.sh',
+            'setup_develop %s' % ROOT,
+            'run_process spdk-tgt',
+            'rpc.py HUGEMEM= PCI_ALLOWED= -s /var/tmp/spdk.sock '
+            'bdev_lvol_create_lvstore Malloc0 lvs0',
+            'restart_service libvirtd',
+            'openstack --os-volume-api-version 3 volume type create',
+            'openstack flavor create')]
+        self.assertEqual(sorted(order), order)
+
+    def test_target_service_command_and_json_config(self):
+        self.prebuilt_spdk()
+        self.run_plugin('pre-install', 'install', 'post-config',
+                        SPDK_REACTOR_MASK='0x6')
+        data = self.env['DATA_DIR']
+        config = os.path.join(data, 'spdk', 'spdk_tgt.json')
+        [call] = self.assertCalled('run_process spdk-tgt')
+        self.assertEqual(
+            'run_process spdk-tgt %s/build/bin/spdk_tgt -m 0x6 '
+            '-r /var/tmp/spdk.sock -S %s/spdk/vhost --json %s '
+            '--json-ignore-init-errors  root' % (self.spdk_dir, data, config),
+            call)
+        with open(config) as f:
+            saved = json.load(f)
+        self.assertEqual([{'subsystem': 'bdev', 'config': [{
+            'method': 'bdev_malloc_create',
+            'params': {'name': 'Malloc0', 'num_blocks': 262144,
+                       'block_size': 4096}}]}], saved['subsystems'])
+
+    def test_service_saves_its_config_when_stopped(self):
+        self.prebuilt_spdk()
+        self.run_plugin('post-config')
+        dropin = os.path.join(self.env['SYSTEMD_DIR'],
+                              'devstack@spdk-tgt.service.d',
+                              'spdk-vhost.conf')
+        unit = configparser.ConfigParser(strict=False, interpolation=None)
+        unit.read(dropin)
+        config = os.path.join(self.env['DATA_DIR'], 'spdk', 'spdk_tgt.json')
+        self.assertIn('rpc.py -s /var/tmp/spdk.sock save_config > '
+                      '%s.new && mv %s.new %s' % (config, config, config),
+                      unit['Service']['ExecStop'])
+        self.assertCalled('systemctl daemon-reload')
+
+    def test_saved_config_is_not_overwritten(self):
+        self.prebuilt_spdk()
+        config = os.path.join(self.env['DATA_DIR'], 'spdk', 'spdk_tgt.json')
+        os.makedirs(os.path.dirname(config))
+        with open(config, 'w') as f:
+            f.write('{"subsystems": ["saved"]}')
+        self.run_plugin('post-config')
+        with open(config) as f:
+            self.assertEqual('{"subsystems": ["saved"]}', f.read())
+
+    def test_existing_lvstore_is_reused(self):
+        self.prebuilt_spdk()
+        self.run_plugin('post-config', FAKE_LVSTORE_EXISTS='1')
+        self.assertCalled('bdev_lvol_get_lvstores -l lvs0')
+        self.assertNotCalled('bdev_lvol_create_lvstore')
+
+    def test_nvme_base_bdev(self):
+        self.prebuilt_spdk()
+        self.run_plugin('pre-install', 'post-config', SPDK_BASE_BDEV='nvme',
+                        SPDK_NVME_PCI_ADDR='0000:5e:00.0')
+        self.assertCalled('setup.sh HUGEMEM=4096 PCI_ALLOWED=0000:5e:00.0')
+        self.assertCalled('bdev_lvol_create_lvstore Nvme0n1 lvs0')
+        config = os.path.join(self.env['DATA_DIR'], 'spdk', 'spdk_tgt.json')
+        with open(config) as f:
+            [entry] = json.load(f)['subsystems'][0]['config']
+        self.assertEqual({'method': 'bdev_nvme_attach_controller',
+                          'params': {'name': 'Nvme0', 'trtype': 'PCIe',
+                                     'traddr': '0000:5e:00.0'}}, entry)
+
+    def test_nvme_base_bdev_needs_an_address(self):
+        self.prebuilt_spdk()
+        result = self.run_plugin('post-config', check=False,
+                                 SPDK_BASE_BDEV='nvme')
+        self.assertNotEqual(0, result.returncode)
+        self.assertIn('SPDK_NVME_PCI_ADDR', result.stderr)
+        self.assertNotCalled('run_process')
+
+    def test_aio_base_bdev_file_is_created(self):
+        self.prebuilt_spdk()
+        aio = self.path('aio.img')
+        self.run_plugin('post-config', SPDK_BASE_BDEV='aio',
+                        SPDK_AIO_FILE=aio, SPDK_AIO_SIZE='1M')
+        self.assertEqual(1048576, os.path.getsize(aio))
+        self.assertCalled('bdev_lvol_create_lvstore Aio0 lvs0')
+
+    def test_unknown_base_bdev_is_refused(self):
+        self.prebuilt_spdk()
+        result = self.run_plugin('post-config', check=False,
+                                 SPDK_BASE_BDEV='rbd')
+        self.assertNotEqual(0, result.returncode)
+        self.assertIn("not 'rbd'", result.stderr)
+
+    def test_nova_settings(self):
+        self.prebuilt_spdk()
+        self.run_plugin('post-config')
+        cpu = self.ini('NOVA_CPU_CONF')
+        self.assertEqual('nova_vhost_user.driver.LibvirtVhostUserDriver',
+                         cpu['DEFAULT']['compute_driver'])
+        self.assertEqual({
+            'spdk_rpc_socket': '/var/tmp/spdk.sock',
+            'target_id': 'aio-host',
+            'vhost_socket_group': self.env['SPDK_GROUP'],
+            'vhost_socket_mode': '0660',
+            'guest_memory_source': 'memfd',
+        }, self.section(cpu, 'spdk_vhost'))
+        self.assertEqual(
+            'ComputeFilter,ImagePropertiesFilter,NUMATopologyFilter',
+            self.ini('NOVA_CONF')['filter_scheduler']['enabled_filters'])
+        self.assertTrue(os.path.exists(
+            os.path.join(self.tmp, 'rootwrap.d', 'spdk-vhost.filters')))
+
+    def test_written_options_exist(self):
+        # A typo in the plugin would leave an option silently unused.
+        self.prebuilt_spdk()
+        self.run_plugin('cinder', 'post-config')
+        known = {opt.name for _, group in cinder_opts.list_opts()
+                 for opt in group} | {'volume_driver', 'volume_backend_name'}
+        self.assertLessEqual(set(self.ini('CINDER_CONF')['spdk']), known)
+        known = {opt.name for lister in (nova_opts, connector_opts)
+                 for _, group in lister.list_opts() for opt in group}
+        cpu = self.ini('NOVA_CPU_CONF')
+        self.assertLessEqual(set(self.section(cpu, 'spdk_vhost')), known)
+
+    def test_numa_filter_added_once(self):
+        self.prebuilt_spdk()
+        self.run_plugin('post-config')
+        self.run_plugin('post-config')
+        self.assertEqual(
+            'ComputeFilter,ImagePropertiesFilter,NUMATopologyFilter',
+            self.ini('NOVA_CONF')['filter_scheduler']['enabled_filters'])
+
+    def test_storage_only_host_leaves_nova_alone(self):
+        self.prebuilt_spdk()
+        self.run_plugin('post-config', 'extra', ENABLED_SERVICES='c-api,c-vol')
+        self.assertFalse(os.path.exists(self.env['NOVA_CPU_CONF']))
+        self.assertNotCalled('restart_service libvirtd')
+        self.assertNotCalled('openstack flavor')
+        self.assertCalled('volume type create')
+
+    def test_volume_type_qos_and_flavor(self):
+        self.prebuilt_spdk()
+        self.run_plugin('extra', SPDK_QOS_IOPS='5000')
+        os3 = 'openstack --os-volume-api-version 3 volume '
+        self.assertCalled(os3 + 'type create high-iops '
+                          '--property volume_backend_name=spdk')
+        self.assertCalled(os3 + 'qos create high-iops-qos --consumer '
+                          'back-end --property total_iops_sec=5000 '
+                          '--property total_bytes_sec=524288000')
+        self.assertCalled(os3 + 'qos associate high-iops-qos high-iops')
+        self.assertCalled('openstack flavor create m1.spdk --id '
+                          'spdk-hugepages-1 --ram 512 --disk 1 --vcpus 1 '
+                          '--property hw:mem_page_size=large')
+
+    def test_tempest_options(self):
+        self.prebuilt_spdk()
+        self.run_plugin('test-config')
+        self.assertEqual({
+            'api_tests': 'True',
+            'scenario_tests': 'True',
+            'volume_type': 'high-iops',
+            'backend_name': 'spdk',
+            'hugepage_flavor': 'spdk-hugepages-1',
+            'spdk_rpc_socket': '/var/tmp/spdk.sock',
+        }, dict(self.ini('TEMPEST_CONFIG')['spdk_vhost']))
+
+    def test_tempest_options_follow_the_plugin_options(self):
+        # Every option test-config writes must exist in the plugin.
+        from tempest_plugin import config as plugin_config
+        self.prebuilt_spdk()
+        self.run_plugin('test-config')
+        names = {opt.name for opt in plugin_config.SpdkVhostGroup}
+        written = set(self.ini('TEMPEST_CONFIG')['spdk_vhost'])
+        self.assertEqual(set(), written - names)
+
+    def test_unstack_stops_the_target(self):
+        self.prebuilt_spdk()
+        self.run_plugin('unstack')
+        self.assertEqual(['stop_process spdk-tgt'], self.calls())
+
+    def test_clean_removes_state_and_releases_devices(self):
+        self.prebuilt_spdk()
+        self.run_plugin('post-config', 'clean')
+        self.assertFalse(os.path.exists(os.path.join(self.env['DATA_DIR'],
+                                                     'spdk')))
+        self.assertFalse(os.path.exists(os.path.join(
+            self.env['SYSTEMD_DIR'], 'devstack@spdk-tgt.service.d')))
+        self.assertCalled('setup.sh HUGEMEM= PCI_ALLOWED= reset')
