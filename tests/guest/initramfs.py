@@ -20,11 +20,14 @@ import re
 import shutil
 import stat
 import struct
+import subprocess
 import tempfile
 
 CACHE_ENV = 'SPDK_VHOST_TEST_CACHE'
 KERNEL_ENV = 'SPDK_VHOST_TEST_KERNEL'
 BUSYBOX_ENV = 'SPDK_VHOST_TEST_BUSYBOX'
+# Space-separated host programs (e.g. "fio") to add, with their libraries.
+EXTRAS_ENV = 'SPDK_VHOST_TEST_EXTRAS'
 
 # Bump when the archive layout changes, so old cache entries are unused.
 FORMAT_VERSION = 1
@@ -359,6 +362,71 @@ def build(kernel=None, busybox=None):
     return path
 
 
+def _ldd(program):
+    """Absolute paths of the shared libraries (and loader) program needs."""
+    try:
+        out = subprocess.run(['ldd', program], check=True,
+                             capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError) as err:
+        raise InitramfsError('cannot list the libraries of %s: %s'
+                             % (program, err)) from err
+    paths = []
+    for line in out.splitlines():
+        words = line.split()
+        if '=>' in words and len(words) > words.index('=>') + 1:
+            path = words[words.index('=>') + 1]
+        else:
+            path = words[0] if words else ''
+        if path.startswith('/'):
+            paths.append(path)
+    return paths
+
+
+def extra_files(programs):
+    """(archive name, bytes, mode) of programs (in bin/) and their libs.
+
+    Libraries keep the path ldd found them at (the loader's search
+    path), dynamic programs thus run as on the host.
+    """
+    files = []
+    for name in programs:
+        program = shutil.which(name)
+        if not program:
+            raise InitramfsError('%s not found on the host (an extra for '
+                                 'the test guest)' % name)
+        files.append(('bin/' + name, _read(program), 0o755))
+        files += [(path.lstrip('/'), _read(path), 0o755)
+                  for path in _ldd(program)]
+    unique = dict((f[0], f) for f in files)
+    return [unique[key] for key in sorted(unique)]
+
+
+def build_extras(programs, kernel=None):
+    """Path of the cached archive holding extra programs, built if needed.
+
+    A separate archive appended after the base one, so the default
+    initramfs (and its build time) is unchanged when none is asked for.
+    """
+    kernel = kernel or find_kernel()
+    files = extra_files(programs)
+    path = os.path.join(cache_dir(), 'extras-%s-%s.cpio.gz'
+                        % ('-'.join(sorted(programs)),
+                           _cache_key(kernel, files)[:16]))
+    if os.path.exists(path):
+        return path
+    cpio = CpioWriter()
+    dirs = sorted({os.path.dirname(name) for name, _d, _m in files})
+    for name in sorted({'/'.join(d.split('/')[:i + 1]) for d in dirs
+                        for i in range(d.count('/') + 1)} - set(_DIRS)):
+        cpio.add_dir(name)
+    for name, data, mode in files:
+        cpio.add_file(name, data, mode)
+    # Level 1: tens of MiB of libraries; speed matters more than size.
+    _atomic_write(path, gzip.compress(cpio.finish(), compresslevel=1,
+                                      mtime=0))
+    return path
+
+
 def script_archive(script):
     """A gzip'd archive holding only /run.sh, to append to the base."""
     cpio = CpioWriter()
@@ -366,11 +434,22 @@ def script_archive(script):
     return gzip.compress(cpio.finish(), mtime=0)
 
 
-def make_initrd(dest, script, kernel=None, busybox=None):
-    """Write base archive + /run.sh archive to dest; returns dest."""
-    with open(build(kernel, busybox), 'rb') as base, \
-            open(dest, 'wb') as out:
-        shutil.copyfileobj(base, out)
+def make_initrd(dest, script, kernel=None, busybox=None, extras=None):
+    """Write base archive [+ extras] + /run.sh archive to dest.
+
+    extras: host programs to add (see build_extras); default from
+    $SPDK_VHOST_TEST_EXTRAS, so callers that boot guests indirectly
+    (e.g. a benchmark wanting fio) need no new parameter. Returns dest.
+    """
+    if extras is None:
+        extras = os.environ.get(EXTRAS_ENV, '').split()
+    parts = [build(kernel, busybox)]
+    if extras:
+        parts.append(build_extras(extras, kernel))
+    with open(dest, 'wb') as out:
+        for part in parts:
+            with open(part, 'rb') as src:
+                shutil.copyfileobj(src, out)
         out.write(script_archive(script))
     return dest
 

@@ -1,0 +1,81 @@
+"""The benchmark's --quick smoke run: every experiment gives its figures.
+
+A functional check only, never a performance assertion: under TCG and
+the emulator the numbers mean nothing, but each must be there and be a
+measurement (a positive rate, a latency, a count of RPCs).
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import fixtures
+
+from tests import base
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+PNG = b'\x89PNG\r\n\x1a\n'
+
+
+class QuickBenchTest(base.TestCase):
+    """One run (about two minutes), checked from every side."""
+
+    def test_quick_run_gives_every_figure(self):
+        self.useFixture(fixtures.Timeout(900, gentle=True))
+        self.out = self.useFixture(fixtures.TempDir()).path
+        env = dict(os.environ)
+        env.pop('SPDK_RPC_SOCKET', None)  # the emulator: a smoke run
+        proc = subprocess.run(
+            [sys.executable, '-m', 'tools.bench', '--quick',
+             '--output-dir', self.out, '--backing-gib', '1'],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=840)
+        self.assertEqual(0, proc.returncode, proc.stderr[-5000:])
+        with open(os.path.join(self.out, 'results.json')) as f:
+            self.results = json.load(f)
+        self.check_results()
+        self.check_files()
+
+    def check_results(self):
+        res = self.results
+        self.assertEqual({}, res['errors'])
+        self.assertEqual('TCG + emulator, not hardware numbers',
+                         res['meta']['label'])
+        for path in ('virtio-blk', 'vhost-user-blk'):
+            for job in res['dataplane']['jobs']:
+                figures = res['dataplane'][path][job]
+                self.assertGreater(figures['iops'], 0, (path, job))
+                self.assertGreaterEqual(figures['lat_p99.9_us'],
+                                        figures['lat_p50_us'], (path, job))
+                self.assertGreater(figures['cpu_io_path_us_per_io'], 0,
+                                   (path, job))
+        for phase in ('alone', 'no_qos', 'qos'):
+            self.assertGreater(
+                res['qos_isolation'][phase]['victim']['lat_p99_us'], 0)
+        self.assertEqual({'rw_ios_per_sec': 1000},
+                         res['qos_isolation']['aggressor_limits_set'])
+        limits = [p['limit'] for p in res['qos_accuracy']['iops']]
+        self.assertEqual([1000, 10000, 100000], limits)
+        control = res['control_plane']
+        for size in ('1', '64'):
+            for op in ('create', 'snapshot', 'clone_from_snapshot',
+                       'clone_volume'):
+                self.assertGreater(
+                    control['cinder']['by_size'][size][op]['rpc_calls'], 0)
+        self.assertIn('vhost_create_blk_controller',
+                      control['connector']['attach']['rpc'])
+        self.assertEqual([1, 2, 4], [p['volumes'] for p in
+                                     control['scaling']['points']])
+
+    def check_files(self):
+        for name in ('dataplane', 'qos_isolation', 'qos_accuracy',
+                     'control_plane'):
+            with open(os.path.join(self.out, name + '.png'), 'rb') as f:
+                self.assertEqual(PNG, f.read(8), name)
+        with open(os.path.join(self.out, 'summary.md')) as f:
+            summary = f.read()
+        self.assertIn('TCG + emulator, not hardware numbers', summary)
+        for title in ('Data plane', 'QoS isolation', 'QoS accuracy',
+                      'Control plane'):
+            self.assertIn('## ' + title, summary)

@@ -1,0 +1,139 @@
+"""Control plane, Cinder side: the driver's operations, timed and counted.
+
+Run as its own process (``python -m tools.bench.cinder_ops``): Cinder
+and Nova register clashing global options, so the Cinder driver cannot
+be imported next to the Nova-side code of the bench. Prints one JSON
+document: per operation and volume size, seconds and JSON-RPC calls,
+and the connection_info of one volume for the attach measurements.
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import uuid
+
+from cinder import context
+from cinder import objects
+from cinder.tests.unit import fake_snapshot
+from cinder.tests.unit import fake_volume
+from cinder.volume import configuration
+from cinder.volume import driver as cinder_driver
+from oslo_concurrency import lockutils
+from oslo_config import cfg
+
+from cinder_spdk_vhost import driver as spdk_driver
+from tools.bench import rpc_counter
+from tools.bench import timing
+
+BACKEND = 'spdk'
+TARGET_ID = 'bench-target'
+
+
+def make_driver(socket_path, lvstore):
+    conf = configuration.Configuration(cinder_driver.volume_opts,
+                                       config_group=BACKEND)
+    drv = spdk_driver.SpdkVhostDriver(configuration=conf, host='bench@spdk')
+    for name, value in (('spdk_rpc_socket', socket_path),
+                        ('spdk_lvstores', [lvstore]),
+                        ('spdk_target_id', TARGET_ID),
+                        ('volume_backend_name', BACKEND)):
+        cfg.CONF.set_override(name, value, group=BACKEND)
+    drv.do_setup(None)
+    drv.check_for_setup_error()
+    return drv
+
+
+class CinderOps(object):
+    """Runs each operation on fake-DB Cinder objects (no database)."""
+
+    def __init__(self, drv, counter, lvstore):
+        self.drv = drv
+        self.counter = counter
+        self.ctxt = context.get_admin_context()
+        self.host = 'bench@spdk#%s' % lvstore
+
+    def volume(self, size_gib):
+        return fake_volume.fake_volume_obj(
+            self.ctxt, id=str(uuid.uuid4()), size=size_gib, host=self.host,
+            volume_type_id=None)
+
+    def snapshot(self, volume):
+        return fake_snapshot.fake_snapshot_obj(
+            self.ctxt, id=str(uuid.uuid4()), volume_id=volume.id,
+            volume_size=volume.size, volume=volume, volume_type_id=None)
+
+    def timed(self, func, *args):
+        return timing.measure(self.counter, func, *args)[1]
+
+    def sizes(self, size_gib, repeats):
+        """create, snapshot, clones (of a snapshot, of a volume), delete."""
+        samples = {'create': [], 'snapshot': [], 'clone_from_snapshot': [],
+                   'clone_volume': [], 'delete': []}
+        for _ in range(repeats):
+            vol = self.volume(size_gib)
+            samples['create'].append(self.timed(self.drv.create_volume, vol))
+            snap = self.snapshot(vol)
+            samples['snapshot'].append(
+                self.timed(self.drv.create_snapshot, snap))
+            clone = self.volume(size_gib)
+            samples['clone_from_snapshot'].append(self.timed(
+                self.drv.create_volume_from_snapshot, clone, snap))
+            copy = self.volume(size_gib)
+            samples['clone_volume'].append(self.timed(
+                self.drv.create_cloned_volume, copy, vol))
+            samples['delete'].append(self.timed(self.drv.delete_volume,
+                                                clone))
+            self.drv.delete_volume(copy)
+            self.drv.delete_snapshot(snap)
+            self.drv.delete_volume(vol)
+        return {op: timing.summarise(s) for op, s in samples.items()}
+
+    def connection(self, size_gib, repeats):
+        """initialize/terminate_connection for a local (same-target) host."""
+        vol = self.volume(size_gib)
+        self.drv.create_volume(vol)
+        connector = {'spdk_target_id': TARGET_ID, 'host': 'bench'}
+        init, term = [], []
+        for _ in range(repeats):
+            info, sample = timing.measure(
+                self.counter, self.drv.initialize_connection, vol, connector)
+            init.append(sample)
+            term.append(self.timed(self.drv.terminate_connection, vol,
+                                   connector))
+        return info, {'initialize_connection': timing.summarise(init),
+                      'terminate_connection': timing.summarise(term)}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--socket', required=True,
+                        help='the SPDK target JSON-RPC socket')
+    parser.add_argument('--lvstore', required=True)
+    parser.add_argument('--sizes', type=int, nargs='+', default=[1, 64],
+                        help='volume sizes in GiB')
+    parser.add_argument('--repeats', type=int, default=1)
+    args = parser.parse_args(argv)
+    objects.register_all()
+    with tempfile.TemporaryDirectory(prefix='bench-cinder-') as tmp:
+        lockutils.set_defaults(tmp)
+        with rpc_counter.RpcCounter(args.socket,
+                                    os.path.join(tmp, 'rpc.sock')) as counter:
+            drv = make_driver(counter.path, args.lvstore)
+            try:
+                ops = CinderOps(drv, counter, args.lvstore)
+                result = {'by_size': {str(size): ops.sizes(size,
+                                                           args.repeats)
+                                      for size in args.sizes}}
+                info, result['connection'] = ops.connection(
+                    args.sizes[0], args.repeats)
+                result['connection_info'] = info
+            finally:
+                drv.client.close()
+    json.dump(result, sys.stdout)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,35 @@
+"""How long and how big: the full run, and the one-minute smoke run."""
+
+import collections
+
+Profile = collections.namedtuple('Profile', [
+    'name',
+    'runtime',          # seconds per fio job
+    'ramp',             # fio ramp time, seconds
+    'size_mib',         # region each job works on
+    'jobs',             # data-plane fio jobs (names from fio.DATAPLANE_JOBS)
+    'victim_rate',      # IOPS of the QoS-isolation victim (light reads)
+    'aggressor_limit',  # IOPS limit of the aggressor's QoS spec
+    'iops_limits',      # QoS accuracy: IOPS limits
+    'bw_limits',        # QoS accuracy: MiB/s limits
+    'volume_sizes_gib',  # control plane: create/snapshot/clone sizes
+    'repeats',          # control plane: repetitions per operation
+    'attach_counts',    # N volumes attached to one host
+])
+
+FULL = Profile(
+    name='full', runtime=30, ramp=5, size_mib=1024, jobs=None,
+    victim_rate=200, aggressor_limit=1000,
+    iops_limits=(1000, 2000, 5000, 10000, 20000, 50000, 100000),
+    bw_limits=(10, 50, 100, 500),
+    volume_sizes_gib=(1, 64), repeats=5, attach_counts=(1, 2, 4, 8, 16, 32))
+
+# Every experiment and every figure, each as short as still gives a
+# number: a functional check, never a performance measurement.
+QUICK = Profile(
+    name='quick', runtime=1, ramp=0, size_mib=32, jobs=None,
+    victim_rate=50, aggressor_limit=1000,
+    iops_limits=(1000, 10000, 100000), bw_limits=(10,),
+    volume_sizes_gib=(1, 64), repeats=1, attach_counts=(1, 2, 4))
+
+PROFILES = {p.name: p for p in (FULL, QUICK)}

@@ -1,0 +1,143 @@
+"""Everything the experiments share: the SPDK target and how we reach it.
+
+The real ``spdk_tgt`` at ``$SPDK_RPC_SOCKET`` when set, else the project's
+SPDK target emulator (qemu-storage-daemon serves its data). Our code
+talks to it through an :class:`RpcCounter` relay, so the RPCs of every
+operation are counted; set-up calls go direct and are not counted.
+"""
+
+import os
+
+import fixtures
+from oslo_concurrency import lockutils
+from oslo_config import cfg
+
+from os_brick_connector import config as brick_config
+from os_brick_connector import connector as brick_connector
+from os_brick_connector import privileged
+from os_brick_connector import spdk_rpc
+from tests.emulator import fixture as emulator_fixture
+from tools.bench import cpu
+from tools.bench import rpc_counter
+
+MiB = 1024 * 1024
+LVS = 'bench_lvs'
+BASE_BDEV = 'bench_base'
+QSD_COMM = 'qemu-storage-da'  # comm is cut at 15 characters
+
+
+class BenchTarget(fixtures.Fixture):
+    """SPDK target, counting relay, backing file and a connector."""
+
+    def __init__(self, workdir, backing_gib, backing=None, target_pid=None,
+                 accel='tcg'):
+        super().__init__()
+        self.accel = accel
+        self.workdir = workdir
+        self.backing_gib = backing_gib
+        self.backing = backing or os.path.join(workdir, 'backing.raw')
+        self._own_backing = backing is None
+        self.target_pid = target_pid
+        self.lvstore = None
+
+    def _setUp(self):
+        lockutils.set_defaults(self._dir('locks'))
+        self.target = self.useFixture(emulator_fixture.EmulatorFixture())
+        self.is_emulator = not self.target.is_real
+        self.admin = spdk_rpc.SpdkClient(self.target.socket_path, timeout=60)
+        self.addCleanup(self.admin.close)
+        self.counter = rpc_counter.RpcCounter(
+            self.target.socket_path, os.path.join(self.workdir, 'rpc.sock'))
+        self.addCleanup(self.counter.close)
+        self.client = spdk_rpc.SpdkClient(self.counter.path, timeout=60)
+        self.addCleanup(self.client.close)
+        if self._own_backing:
+            with open(self.backing, 'wb') as f:
+                f.truncate(self.backing_gib * 1024 * MiB)
+        self.connector = self._connector()
+
+    def workdir_for(self, name):
+        """A fresh-or-existing directory under the bench's work dir."""
+        return self._dir(name)
+
+    def _dir(self, name):
+        path = os.path.join(self.workdir, name)
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    def _connector(self):
+        conf = cfg.ConfigOpts()
+        brick_config.register_connector_opts(conf)
+        conf([], project='spdk-vhost-bench')
+        for name, value in (('spdk_rpc_socket', self.counter.path),
+                            ('numa_policy', 'none'),
+                            ('disconnect_retry_interval', 0.2)):
+            conf.set_override(name, value, group='spdk_vhost')
+        # The bench runs as root: the socket chmod runs in this process
+        # rather than through a privsep daemon.
+        privileged.socket_access.set_client_mode(False)
+        return brick_connector.SpdkVhostConnector(
+            None, conf=conf.spdk_vhost, client=self.client)
+
+    def ensure_lvstore(self):
+        """The lvol store on the backing file (made on first use).
+
+        Made only after the baseline has used the raw file, since the
+        baseline overwrites it.
+        """
+        if self.lvstore is None:
+            self.admin.bdev_aio_create(self.backing, BASE_BDEV,
+                                       block_size=512)
+            self.addCleanup(self.admin.bdev_aio_delete, BASE_BDEV)
+            self.admin.call('bdev_lvol_create_lvstore', {
+                'bdev_name': BASE_BDEV, 'lvs_name': LVS,
+                'cluster_sz': MiB, 'clear_method': 'none'})
+            self.addCleanup(self.admin.call, 'bdev_lvol_delete_lvstore',
+                            {'lvs_name': LVS})
+            self.lvstore = LVS
+        return self.lvstore
+
+    def make_lvol(self, name, size_mib):
+        """A thin lvol (set-up, not measured); returns its alias."""
+        self.admin.bdev_lvol_create(name, size_mib,
+                                    lvs_name=self.ensure_lvstore(),
+                                    thin_provision=True)
+        alias = '%s/%s' % (self.lvstore, name)
+        self.addCleanup(self.admin.bdev_lvol_delete, alias)
+        return alias
+
+    @staticmethod
+    def props(volume_id, bdev, qos_specs=None):
+        """connection_info['data'] as Cinder gives it for a local volume."""
+        props = {'volume_id': volume_id, 'bdev': bdev, 'transport': 'local',
+                 'access_mode': 'rw', 'block_size': 512}
+        if qos_specs:
+            props['qos_specs'] = qos_specs
+        return props
+
+    def attach(self, volume_id, bdev, qos_specs=None):
+        """connect_volume through our connector; detached at cleanup."""
+        props = self.props(volume_id, bdev, qos_specs)
+        info = self.connector.connect_volume(props)
+        self.addCleanup(self.connector.disconnect_volume, props, info,
+                        force=True)
+        return info
+
+    def backend_pid(self):
+        """PID of the process serving the data (QSD or spdk_tgt), if known."""
+        if self.target_pid:
+            return self.target_pid
+        if not self.is_emulator:
+            return None
+        for pid in cpu.children(self.target.process.pid):
+            try:
+                with open('/proc/%d/comm' % pid) as f:
+                    if f.read().strip() == QSD_COMM:
+                        return pid
+            except FileNotFoundError:
+                continue
+        return None
+
+    def backend_seconds(self):
+        pid = self.backend_pid()
+        return cpu.process_seconds(pid) if pid else 0.0
