@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo debs venv host unit pep8 docs genconfig clean
+.PHONY: test demo debs venv host unit pep8 docs genconfig clean cinder-deploy
 
 test: debs venv host pep8 docs
 	tools/run-tests.sh $(BIN)
@@ -32,6 +32,13 @@ $(STAMP): requirements.txt test-requirements.txt doc/requirements.txt setup.cfg
 host:
 	$(SUDO) tools/setup-hugepages.sh
 	$(SUDO) tools/start-libvirt.sh
+	$(SUDO) tools/start-services.sh
+
+# The Cinder deployment of tests/deployment in the foreground (Ctrl-C stops
+# it): cinder-api (noauth), -scheduler, -volume on MariaDB and RabbitMQ.
+cinder-deploy: venv
+	$(SUDO) tools/start-services.sh
+	PYTHONPATH=$(CURDIR) $(BIN)/python -m tests.deployment $(DEPLOY_ARGS)
 
 unit: venv
 	$(BIN)/stestr run tests.unit

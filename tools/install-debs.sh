@@ -1,12 +1,17 @@
 #!/bin/bash
-# Install the Debian packages bindep.txt lists for the "test" profile that
-# are not installed yet. Parsed here rather than with bindep itself so that
-# it also works before any virtualenv exists (python3-venv is in the list).
+# Install the Debian packages that are not installed yet: those a bindep
+# file lists for the "test" profile (tools/install-debs.sh bindep.txt), or
+# the packages named (tools/install-debs.sh pkg...). bindep.txt is parsed
+# here rather than with bindep itself so that it also works before any
+# virtualenv exists (python3-venv is in the list).
 set -euo pipefail
 
-bindep_file=${1:-bindep.txt}
-mapfile -t wanted < <(awk '/^[a-z0-9]/ && /platform:dpkg/ && /test/ {print $1}' \
-    "$bindep_file")
+if [[ $# -eq 1 && -f $1 ]]; then
+    mapfile -t wanted < <(awk '/^[a-z0-9]/ && /platform:dpkg/ && /test/ \
+        {print $1}' "$1")
+else
+    wanted=("$@")
+fi
 
 missing=()
 for pkg in "${wanted[@]}"; do
@@ -15,7 +20,7 @@ for pkg in "${wanted[@]}"; do
 done
 
 if ((${#missing[@]} == 0)); then
-    echo "Debian packages: all ${#wanted[@]} from $bindep_file installed"
+    echo "Debian packages: all ${#wanted[@]} wanted are installed"
     exit 0
 fi
 echo "Debian packages: installing ${missing[*]}"

@@ -7,7 +7,7 @@
 set -uo pipefail
 
 bin=${1:-.venv/bin}
-suites=(tests/unit tests/functional tests/cinder tests/nova)
+suites=(tests/unit tests/functional tests/cinder tests/nova tests/deployment)
 stream=$(mktemp)
 trap 'rm -f "$stream"' EXIT
 
@@ -15,7 +15,10 @@ rc=0
 for suite in "${suites[@]}"; do
     [[ -d $suite ]] || continue
     echo "=== $suite"
-    "$bin/stestr" --test-path "./$suite" run --slowest || rc=1
+    # One process, so one shared Cinder deployment (see tests/deployment).
+    args=()
+    [[ $suite == tests/deployment ]] && args=(--concurrency 1)
+    "$bin/stestr" --test-path "./$suite" run --slowest "${args[@]}" || rc=1
     "$bin/stestr" last --subunit >>"$stream" || rc=1
 done
 

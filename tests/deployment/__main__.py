@@ -1,0 +1,54 @@
+"""Run the Cinder deployment in the foreground: ``make cinder-deploy``.
+
+For a human: start everything as the tests do, print how to reach it,
+and stop (dropping the database) on Ctrl-C or SIGTERM.
+"""
+
+import argparse
+import os
+import signal
+import sys
+import threading
+
+from tests.deployment import deployment
+from tests.deployment import tempest_conf
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog='python -m tests.deployment')
+    parser.add_argument('--tempest-conf', metavar='PATH',
+                        help='also write a tempest.conf here (needs '
+                             '--keystone-uri: tempest has no noauth mode)')
+    parser.add_argument('--keystone-uri', default='http://127.0.0.1/identity')
+    parser.add_argument('--admin-password', default='secret')
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_a: stop.set())
+    dep = deployment.CinderDeployment()
+    with dep:
+        print('Cinder API (noauth): %s  token: %s:%s'
+              % (dep.endpoint, deployment.USER, deployment.PROJECT))
+        print('cinder.conf: %s' % dep.conf_path)
+        print('logs: %s' % os.path.dirname(dep.log_path('cinder-api')))
+        print('SPDK target emulator: %s' % dep.target.socket_path)
+        print('e.g. cinder --os-auth-type token_endpoint --os-endpoint %s '
+              '--os-token %s:%s list'
+              % (dep.endpoint, deployment.USER, deployment.PROJECT))
+        if args.tempest_conf:
+            tempest_conf.write(args.tempest_conf, tempest_conf.build(
+                dep, args.keystone_uri, args.admin_password))
+            print('tempest.conf: %s' % args.tempest_conf)
+        print('Ctrl-C stops everything and drops database %s'
+              % dep.database.name)
+        sys.stdout.flush()
+        while not stop.wait(1):
+            dead = dep.dead_services()
+            if dead:
+                print('%s exited; stopping' % ', '.join(dead))
+                return 1
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""A fresh MariaDB database and RabbitMQ vhost for one deployment.
+
+The servers themselves are shared (tools/start-services.sh starts them
+once per machine); each deployment gets its own database and vhost so
+two runs never see each other's rows or messages, and both are dropped
+when the deployment stops. ``CINDER_DEPLOY_DB_URL`` and
+``CINDER_DEPLOY_RABBIT_URL`` point the tests at other servers.
+"""
+
+import os
+import shutil
+import subprocess
+from urllib import parse
+import uuid
+
+import fixtures
+import pymysql
+
+DEFAULT_DB_URL = 'mysql+pymysql://root:@127.0.0.1:3306'
+DEFAULT_RABBIT_URL = 'rabbit://guest:guest@127.0.0.1:5672'
+
+
+def db_server_url():
+    return os.environ.get('CINDER_DEPLOY_DB_URL', DEFAULT_DB_URL)
+
+
+def rabbit_server_url():
+    return os.environ.get('CINDER_DEPLOY_RABBIT_URL', DEFAULT_RABBIT_URL)
+
+
+def unique_name(prefix):
+    return '%s_%s' % (prefix, uuid.uuid4().hex[:12])
+
+
+class Database(fixtures.Fixture):
+    """Create database ``name`` on the server; drop it on cleanup."""
+
+    def __init__(self, server_url=None, name=None):
+        super().__init__()
+        self.server_url = server_url or db_server_url()
+        self.name = name or unique_name('cinder_deploy')
+
+    def _connect(self):
+        url = parse.urlsplit(self.server_url)
+        return pymysql.connect(host=url.hostname or '127.0.0.1',
+                               port=url.port or 3306,
+                               user=parse.unquote(url.username or 'root'),
+                               password=parse.unquote(url.password or ''),
+                               connect_timeout=10)
+
+    def _execute(self, statement):
+        conn = self._connect()
+        try:
+            with conn.cursor() as cur:
+                cur.execute(statement)
+        finally:
+            conn.close()
+
+    def _setUp(self):
+        self._execute('CREATE DATABASE `%s` CHARACTER SET utf8mb4'
+                      % self.name)
+        self.addCleanup(self._execute,
+                        'DROP DATABASE IF EXISTS `%s`' % self.name)
+        self.url = '%s/%s?charset=utf8mb4' % (
+            self.server_url.rstrip('/'), self.name)
+
+    def exists(self):
+        conn = self._connect()
+        try:
+            with conn.cursor() as cur:
+                return bool(cur.execute('SHOW DATABASES LIKE %s',
+                                        (self.name,)))
+        finally:
+            conn.close()
+
+
+class RabbitVhost(fixtures.Fixture):
+    """A private RabbitMQ vhost (rabbitmqctl), or the server's own URL.
+
+    Creating a vhost needs rabbitmqctl on this host and the rights to use
+    it; without them the default vhost is shared, which is safe as long
+    as one deployment runs at a time (the test tree runs with
+    ``--concurrency 1``).
+    """
+
+    def __init__(self, server_url=None, name=None):
+        super().__init__()
+        self.server_url = server_url or rabbit_server_url()
+        self.name = name or unique_name('cinder-deploy')
+        self.ctl = shutil.which('rabbitmqctl')
+
+    def _ctl(self, *args):
+        subprocess.run([self.ctl, '-q'] + list(args), check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       timeout=60)
+
+    def _setUp(self):
+        self.url = self.server_url.rstrip('/') + '/'
+        user = parse.unquote(parse.urlsplit(self.server_url).username or
+                             'guest')
+        if self.ctl is None or os.geteuid() != 0:
+            self.vhost = None
+            return
+        self._ctl('add_vhost', self.name)
+        self.addCleanup(self._ctl, 'delete_vhost', self.name)
+        self._ctl('set_permissions', '-p', self.name, user, '.*', '.*', '.*')
+        self.vhost = self.name
+        self.url += parse.quote(self.name, safe='')

@@ -1,0 +1,198 @@
+"""Test base for the deployment tree: one shared Cinder deployment.
+
+The services take seconds to start, so one deployment serves every test
+of the process (``tools/run-tests.sh`` runs this tree with
+``--concurrency 1``: one process, one deployment). It is stopped, and
+its database dropped, when the process exits. Each test removes what it
+created and then checks that the SPDK target holds nothing any more, so
+a leak fails the test that caused it.
+"""
+
+import atexit
+import tempfile
+import time
+
+from cinderclient import exceptions as cinder_exc
+import testtools
+
+from tests import base
+from tests.deployment import deployment
+
+LVS = 'lvs0'
+TIMEOUT = 90
+# oslotest points tempfile at a per-test directory (NestedTempfile) that
+# is removed when the test ends; the shared deployment outlives the test
+# that starts it, so it is made under the real temporary directory.
+_TMP_ROOT = tempfile.gettempdir()
+_shared = {}
+
+
+def shared_deployment():
+    """The process's deployment, started on first use."""
+    if 'error' in _shared:
+        raise RuntimeError('the deployment failed to start earlier: %s'
+                           % _shared['error'])
+    if 'deployment' not in _shared:
+        dep = deployment.CinderDeployment()
+        per_test, tempfile.tempdir = tempfile.tempdir, _TMP_ROOT
+        try:
+            dep.setUp()
+        except Exception as err:
+            _shared['error'] = err
+            raise
+        finally:
+            tempfile.tempdir = per_test
+        atexit.register(dep.cleanUp)
+        _shared['deployment'] = dep
+    return _shared['deployment']
+
+
+class DeploymentTestCase(base.TestCase):
+    """A cinderclient on the shared deployment, and target checks."""
+
+    def setUp(self):
+        super().setUp()
+        self.deployment = shared_deployment()
+        self.cinder = self.deployment.client()
+        self.addOnException(self._attach_logs)
+        # Registered first, so it runs after every other cleanup.
+        self.addCleanup(self.assert_target_clean)
+
+    def _attach_logs(self, exc_info):
+        for name, text in self.deployment.logs().items():
+            self.addDetail(name, testtools.content.text_content(text))
+
+    # -- waiting -------------------------------------------------------
+
+    def wait_status(self, manager, obj_id, status, timeout=TIMEOUT):
+        """Wait for ``status``; any error status fails at once."""
+        deadline = time.monotonic() + timeout
+        while True:
+            obj = manager.get(obj_id)
+            if obj.status == status:
+                return obj
+            if obj.status.startswith('error') and status != obj.status:
+                self.fail('%s %s went to %s (waiting for %s)'
+                          % (manager.resource_class.__name__, obj_id,
+                             obj.status, status))
+            if time.monotonic() > deadline:
+                self.fail('%s %s is %s after %ss, not %s'
+                          % (manager.resource_class.__name__, obj_id,
+                             obj.status, timeout, status))
+            time.sleep(0.3)
+
+    def wait_gone(self, manager, obj_id, timeout=TIMEOUT):
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                obj = manager.get(obj_id)
+            except cinder_exc.NotFound:
+                return
+            if obj.status.startswith('error'):
+                self.fail('deleting %s went to %s' % (obj_id, obj.status))
+            if time.monotonic() > deadline:
+                self.fail('%s still %s after %ss' % (obj_id, obj.status,
+                                                     timeout))
+            time.sleep(0.3)
+
+    # -- resources, removed at the end of the test -----------------------
+
+    def _forget(self, manager, obj_id):
+        """Cleanup: delete unless the test already did, wait until gone."""
+        try:
+            manager.delete(obj_id)
+        except cinder_exc.NotFound:
+            return
+        self.wait_gone(manager, obj_id)
+
+    def create_volume(self, size=1, status='available', **kwargs):
+        vol = self.cinder.volumes.create(size, **kwargs)
+        self.addCleanup(self._forget, self.cinder.volumes, vol.id)
+        return self.wait_status(self.cinder.volumes, vol.id, status)
+
+    def create_snapshot(self, volume_id):
+        snap = self.cinder.volume_snapshots.create(volume_id)
+        self.addCleanup(self._forget, self.cinder.volume_snapshots, snap.id)
+        return self.wait_status(self.cinder.volume_snapshots, snap.id,
+                                'available')
+
+    def delete_volume(self, volume_id, cascade=False):
+        self.cinder.volumes.delete(volume_id, cascade=cascade)
+        self.wait_gone(self.cinder.volumes, volume_id)
+
+    def delete_snapshot(self, snapshot_id):
+        self.cinder.volume_snapshots.delete(snapshot_id)
+        self.wait_gone(self.cinder.volume_snapshots, snapshot_id)
+
+    def admin_client(self):
+        return self.deployment.admin
+
+    def make_type(self, name=None, qos=None, extra_specs=None):
+        """A volume type (optionally with back-end QoS), removed after."""
+        admin = self.admin_client()
+        vtype = admin.volume_types.create(name or self.getUniqueString())
+        self.addCleanup(admin.volume_types.delete, vtype.id)
+        if extra_specs:
+            vtype.set_keys(extra_specs)
+        if qos is not None:
+            spec = admin.qos_specs.create(
+                self.getUniqueString(), dict(qos, consumer='back-end'))
+            self.addCleanup(admin.qos_specs.delete, spec.id, True)
+            admin.qos_specs.associate(spec.id, vtype.id)
+            self.addCleanup(admin.qos_specs.disassociate, spec.id, vtype.id)
+        return vtype
+
+    # -- the SPDK target ---------------------------------------------------
+
+    def rpc(self, method, params=None):
+        return self.deployment.rpc(method, params)
+
+    def lvols(self, lvs=LVS):
+        """Name -> lvol bdev info of every lvol in ``lvs``."""
+        names = {item['name']: item['uuid'] for item in self.rpc(
+            'bdev_lvol_get_lvols', {'lvs_name': lvs})}
+        bdevs = {b['name']: b for b in self.rpc('bdev_get_bdevs')}
+        return {name: bdevs[uuid] for name, uuid in names.items()}
+
+    def lvol(self, name, lvs=LVS):
+        found = self.lvols(lvs)
+        self.assertIn(name, found, 'lvol %s not on %s' % (name, lvs))
+        return found[name]
+
+    def rate_limits(self, name):
+        limits = self.lvol(name).get('assigned_rate_limits', {})
+        return {key: value for key, value in limits.items() if value}
+
+    def _leftovers(self):
+        lvols = {lvs: sorted(self.lvols(lvs))
+                 for lvs in deployment.LVSTORES}
+        subsystems = [s['nqn'] for s in self.rpc('nvmf_get_subsystems')
+                      if s['subtype'] == 'NVMe']
+        ctrlrs = [c['ctrlr'] for c in self.rpc('vhost_get_controllers')]
+        return ({lvs: names for lvs, names in lvols.items() if names},
+                subsystems, ctrlrs)
+
+    def _purge(self, leftovers):
+        """Empty the target behind Cinder's back, for the next tests.
+
+        Clones go before their snapshots, so a few rounds delete all.
+        """
+        lvols, subsystems, ctrlrs = leftovers
+        for ctrlr in ctrlrs:
+            self.deployment.target.call('vhost_delete_controller',
+                                        {'ctrlr': ctrlr})
+        for nqn in subsystems:
+            self.deployment.target.call('nvmf_delete_subsystem',
+                                        {'nqn': nqn})
+        for _round in range(5):
+            for lvs, names in self._leftovers()[0].items():
+                for name in names:
+                    self.deployment.target.call(
+                        'bdev_lvol_delete', {'name': '%s/%s' % (lvs, name)})
+
+    def assert_target_clean(self):
+        """No lvol, NVMe-oF subsystem or vhost controller is left."""
+        leftovers = self._leftovers()
+        if leftovers != ({}, [], []):
+            self._purge(leftovers)
+        self.assertEqual(({}, [], []), leftovers, 'left on the SPDK target')

@@ -1,0 +1,66 @@
+"""cinder.conf for the deployment: noauth API, one ``spdk_vhost`` backend.
+
+The intervals are cut from minutes to seconds so that the scheduler knows
+the backend's capabilities a few seconds after start, not after a minute.
+"""
+
+import configparser
+import os
+import sys
+
+BACKEND = 'spdk'
+HOST = 'deploy-storage'
+
+
+def api_paste_config():
+    """Cinder's own api-paste.ini, as installed with the cinder package."""
+    path = os.environ.get('CINDER_API_PASTE_CONFIG') or os.path.join(
+        sys.prefix, 'etc', 'cinder', 'api-paste.ini')
+    if not os.path.exists(path):
+        raise RuntimeError('api-paste.ini not found at %s: set '
+                           'CINDER_API_PASTE_CONFIG' % path)
+    return path
+
+
+def build(workdir, db_url, transport_url, api_port, spdk_socket,
+          lvstores, nvmf_port, target_id='storage-target'):
+    """The cinder.conf sections as a ConfigParser."""
+    conf = configparser.ConfigParser(interpolation=None)
+    conf['DEFAULT'] = {
+        'host': HOST,
+        'my_ip': '127.0.0.1',
+        'debug': 'True',
+        'auth_strategy': 'noauth',
+        'transport_url': transport_url,
+        'enabled_backends': BACKEND,
+        'state_path': os.path.join(workdir, 'state'),
+        'api_paste_config': api_paste_config(),
+        'osapi_volume_listen': '127.0.0.1',
+        'osapi_volume_listen_port': str(api_port),
+        'osapi_volume_workers': '1',
+        'report_interval': '2',
+        'periodic_interval': '2',
+        'backend_stats_polling_interval': '3',
+        'scheduler_driver_init_wait_time': '30',
+        'rpc_response_timeout': '60',
+    }
+    conf['database'] = {'connection': db_url}
+    conf['oslo_concurrency'] = {'lock_path': os.path.join(workdir, 'lock')}
+    conf['coordination'] = {
+        'backend_url': 'file://' + os.path.join(workdir, 'coordination')}
+    conf[BACKEND] = {
+        'volume_driver': 'cinder_spdk_vhost.driver.SpdkVhostDriver',
+        'volume_backend_name': BACKEND,
+        'spdk_rpc_socket': spdk_socket,
+        'spdk_rpc_timeout': '30',
+        'spdk_lvstores': ','.join(lvstores),
+        'spdk_target_id': target_id,
+        'spdk_nvmf_address': '127.0.0.1',
+        'spdk_nvmf_port': str(nvmf_port),
+    }
+    return conf
+
+
+def write(path, conf):
+    with open(path, 'w') as out:
+        conf.write(out)

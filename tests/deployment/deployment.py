@@ -1,0 +1,202 @@
+"""The whole Cinder deployment on loopback, as one fixture.
+
+SPDK target emulator (two lvol stores, reported as two pools), a fresh
+MariaDB database and RabbitMQ vhost, ``cinder-manage db sync``, then the
+real ``cinder-scheduler``, ``cinder-volume`` and ``cinder-api`` console
+scripts of the installed ``cinder`` package. Ready means: the API
+answers, the volume service is up and the scheduler knows both pools.
+"""
+
+import logging
+import os
+import socket
+import time
+
+from cinderclient import api_versions
+from cinderclient import client as cinder_client
+from cinderclient import exceptions as cinder_exc
+import fixtures
+from keystoneauth1 import session as ks_session
+from keystoneauth1 import token_endpoint
+
+from tests.deployment import backing
+from tests.deployment import cinder_conf
+from tests.deployment import processes
+from tests.emulator import fixture as emulator_fixture
+
+LOG = logging.getLogger(__name__)
+
+API_VERSION = '3.64'
+PROJECT = 'deploy-project'
+USER = 'deploy-user'
+# lvol store -> size in MiB; lvs0 has the most room, so the capacity
+# weigher must choose it unless a type asks for lvs1.
+LVSTORES = {'lvs0': 4096, 'lvs1': 2048}
+SERVICES = ('cinder-scheduler', 'cinder-volume', 'cinder-api')
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(('127.0.0.1', 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(what, predicate, timeout, interval=0.5, on_timeout=None):
+    """Poll ``predicate`` until it returns a true value; return that."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            detail = on_timeout() if on_timeout else ''
+            raise RuntimeError('timed out after %ss waiting for %s\n%s'
+                               % (timeout, what, detail))
+        time.sleep(interval)
+
+
+class CinderDeployment(fixtures.Fixture):
+    """Start everything; on cleanup stop it and drop the database."""
+
+    def __init__(self, start_timeout=180):
+        super().__init__()
+        self.start_timeout = start_timeout
+        self.services = {}
+
+    def _setUp(self):
+        self.workdir = self.useFixture(fixtures.TempDir()).path
+        for sub in ('state', 'lock', 'coordination', 'log'):
+            os.makedirs(os.path.join(self.workdir, sub))
+        self.target = self.useFixture(emulator_fixture.EmulatorFixture())
+        self._make_lvstores()
+        self.database = self.useFixture(backing.Database())
+        self.rabbit = self.useFixture(backing.RabbitVhost())
+        self.api_port = free_port()
+        self.nvmf_port = free_port()
+        self.conf_path = os.path.join(self.workdir, 'cinder.conf')
+        cinder_conf.write(self.conf_path, cinder_conf.build(
+            self.workdir, self.database.url, self.rabbit.url,
+            self.api_port, self.target.socket_path, list(LVSTORES),
+            self.nvmf_port))
+        processes.run_once(
+            [processes.console_script('cinder-manage'), '--config-file',
+             self.conf_path, 'db', 'sync'],
+            self.log_path('cinder-manage'), timeout=300)
+        for name in SERVICES:
+            self.services[name] = self.useFixture(processes.ServiceProcess(
+                name, [processes.console_script(name), '--config-file',
+                       self.conf_path], self.log_path(name)))
+        self.endpoint = 'http://127.0.0.1:%d/v3' % self.api_port
+        self.admin = self.client()
+        try:
+            self._wait_ready()
+        except cinder_exc.ClientException as err:
+            raise RuntimeError('cinder-api failed during start: %s\n%s'
+                               % (err, self._logs_text())) from err
+
+    def _make_lvstores(self):
+        for index, (lvs, mib) in enumerate(sorted(LVSTORES.items())):
+            bdev = 'Malloc%d' % index
+            self.rpc('bdev_malloc_create', {
+                'name': bdev, 'num_blocks': mib * 2048, 'block_size': 512})
+            self.rpc('bdev_lvol_create_lvstore', {
+                'bdev_name': bdev, 'lvs_name': lvs,
+                'cluster_sz': 1048576})
+
+    def rpc(self, method, params=None):
+        """One RPC on the SPDK target; an error reply raises."""
+        reply = self.target.call(method, params)
+        if 'error' in reply:
+            raise RuntimeError('%s %s: %s' % (method, params,
+                                              reply['error']))
+        return reply['result']
+
+    def log_path(self, name):
+        return os.path.join(self.workdir, 'log', name + '.log')
+
+    def logs(self, limit=6000):
+        """Tail of every service log (and the emulator's), by name."""
+        found = {name: processes.tail(self.log_path(name), limit)
+                 for name in ('cinder-manage',) + SERVICES}
+        if self.target.process is not None:
+            found['spdk-emulator'] = processes.tail(self.target.log_path,
+                                                    limit)
+        return found
+
+    def _logs_text(self):
+        return '\n'.join('==== %s\n%s' % item
+                         for item in sorted(self.logs(3000).items()))
+
+    def dead_services(self):
+        return [name for name, proc in self.services.items()
+                if not proc.running()]
+
+    def _check_alive(self):
+        dead = self.dead_services()
+        if dead:
+            raise RuntimeError('%s exited during start\n%s'
+                               % (', '.join(dead), self._logs_text()))
+
+    def client(self, project=PROJECT, user=USER):
+        """A cinderclient for ``project``; noauth makes every user admin.
+
+        Cinder's noauth middleware takes the token ``user:project`` as
+        the identity, so no keystone is needed.
+        """
+        auth = token_endpoint.Token(self.endpoint, '%s:%s' % (user, project))
+        sess = ks_session.Session(auth=auth)
+        return cinder_client.Client(
+            api_versions.APIVersion(API_VERSION), session=sess,
+            endpoint_override=self.endpoint)
+
+    def _api_up(self):
+        self._check_alive()
+        try:
+            with socket.create_connection(('127.0.0.1', self.api_port), 1):
+                return True
+        except OSError:
+            return False
+
+    def _ask_api(self, request):
+        """``request()``, or None while the API still answers 5xx."""
+        self._check_alive()
+        try:
+            return request()
+        except cinder_exc.ClientException as err:
+            if err.code < 500:
+                raise
+            return None
+
+    def _services_up(self):
+        """Scheduler and volume have each reported once.
+
+        A service row exists (and counts as up) before the service
+        listens on RabbitMQ; its first report comes after, and a message
+        sent to a queue nobody declared yet is dropped by RabbitMQ.
+        """
+        services = self._ask_api(self.admin.services.list) or ()
+        reported = {s.binary for s in services
+                    if s.state == 'up' and s.status == 'enabled' and
+                    s.updated_at}
+        return {'cinder-scheduler', 'cinder-volume'} <= reported
+
+    def _pools_known(self):
+        pools = self._ask_api(lambda: self.admin.pools.list(detailed=True))
+        names = sorted(p.name.rpartition('#')[2] for p in pools or ())
+        return names == sorted(LVSTORES)
+
+    def _wait_ready(self):
+        deadline = time.monotonic() + self.start_timeout
+        for what, check in (('cinder-api to listen', self._api_up),
+                            ('the services to report',
+                             self._services_up),
+                            ('the scheduler to know the pools',
+                             self._pools_known)):
+            start = time.monotonic()
+            wait_for(what, check, max(1, deadline - start),
+                     on_timeout=self._logs_text)
+            LOG.info('waited %.1fs for %s', time.monotonic() - start, what)
+
+    @property
+    def host(self):
+        return '%s@%s' % (cinder_conf.HOST, cinder_conf.BACKEND)

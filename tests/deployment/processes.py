@@ -1,0 +1,95 @@
+"""One OpenStack service process with its log file, as a fixture."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import fixtures
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+
+
+def console_script(name):
+    """A console script of this Python's environment (else on PATH)."""
+    path = os.path.join(os.path.dirname(sys.executable), name)
+    if os.access(path, os.X_OK):
+        return path
+    found = shutil.which(name)
+    if found is None:
+        raise RuntimeError('%s is not installed next to %s nor on PATH'
+                           % (name, sys.executable))
+    return found
+
+
+def service_env():
+    """The environment of a service: it must import this repository."""
+    env = dict(os.environ)
+    env['PYTHONPATH'] = os.pathsep.join(
+        p for p in (REPO, env.get('PYTHONPATH')) if p)
+    return env
+
+
+def tail(path, limit=6000):
+    """The last ``limit`` characters of a log (all of it for None)."""
+    try:
+        with open(path, errors='replace') as src:
+            text = src.read()
+    except FileNotFoundError:
+        return '(no log %s)' % path
+    return text if limit is None else text[-limit:]
+
+
+class ServiceProcess(fixtures.Fixture):
+    """Run ``argv`` in its own session, output to ``log_path``.
+
+    Cleanup sends SIGTERM (services stop their workers on it), then
+    SIGKILLs the whole process group so no worker outlives the test.
+    """
+
+    def __init__(self, name, argv, log_path, stop_timeout=20):
+        super().__init__()
+        self.name = name
+        self.argv = argv
+        self.log_path = log_path
+        self.stop_timeout = stop_timeout
+
+    def _setUp(self):
+        with open(self.log_path, 'ab') as log:
+            self.process = subprocess.Popen(
+                self.argv, cwd=REPO, env=service_env(), stdout=log,
+                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True)
+        self.addCleanup(self._stop)
+
+    def running(self):
+        return self.process.poll() is None
+
+    def log(self, limit=6000):
+        return tail(self.log_path, limit)
+
+    def _stop(self):
+        if self.running():
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(10)
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def run_once(argv, log_path, timeout):
+    """Run a one-shot command (db sync); fail with its log."""
+    with open(log_path, 'ab') as log:
+        result = subprocess.run(argv, cwd=REPO, env=service_env(),
+                                stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, timeout=timeout)
+    if result.returncode:
+        raise RuntimeError('%s failed (%d):\n%s' % (
+            ' '.join(argv), result.returncode, tail(log_path)))

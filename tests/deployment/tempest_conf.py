@@ -1,0 +1,51 @@
+"""tempest.conf for running the plugin's API tests against a deployment.
+
+Tempest has no noauth mode: every client authenticates against keystone
+(``[identity] uri_v3``) and takes the volume endpoint from its catalog.
+So the deployment alone cannot run tempest; it needs a keystone whose
+catalog lists this cinder-api as ``volumev3``, and admin credentials.
+This writes everything else: the backend, its capabilities, the API
+microversions, and the plugin's ``[spdk_vhost]`` options (with the SPDK
+socket, so the tests also check the limits SPDK enforces).
+"""
+
+import configparser
+
+from tests.deployment import cinder_conf
+from tests.deployment import deployment
+
+
+def build(dep, keystone_uri, admin_password, admin_user='admin',
+          admin_project='admin', region='RegionOne'):
+    conf = configparser.ConfigParser(interpolation=None)
+    conf['DEFAULT'] = {'log_file': 'tempest.log'}
+    conf['identity'] = {'uri_v3': keystone_uri, 'auth_version': 'v3',
+                        'region': region}
+    conf['auth'] = {'use_dynamic_credentials': 'True',
+                    'admin_username': admin_user,
+                    'admin_password': admin_password,
+                    'admin_project_name': admin_project,
+                    'admin_domain_name': 'Default'}
+    conf['service_available'] = {'cinder': 'True', 'nova': 'False',
+                                 'glance': 'False', 'neutron': 'False',
+                                 'swift': 'False'}
+    conf['volume'] = {'catalog_type': 'volumev3',
+                      'backend_names': cinder_conf.BACKEND,
+                      'storage_protocol': 'vhost-user',
+                      'vendor_name': 'SPDK',
+                      'min_microversion': '3.0',
+                      'max_microversion': deployment.API_VERSION}
+    conf['volume-feature-enabled'] = {'snapshot': 'True', 'clone': 'True',
+                                      'extend_attached_volume': 'False',
+                                      'backup': 'False',
+                                      'manage_volume': 'True'}
+    conf['spdk_vhost'] = {'api_tests': 'True', 'scenario_tests': 'False',
+                          'backend_name': cinder_conf.BACKEND,
+                          'volume_type': 'high-iops',
+                          'spdk_rpc_socket': dep.target.socket_path}
+    return conf
+
+
+def write(path, conf):
+    with open(path, 'w') as out:
+        conf.write(out)
