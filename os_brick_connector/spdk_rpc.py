@@ -41,6 +41,10 @@ class _MalformedReply(Exception):
     """Raised inside ``recv()``: the bytes cannot start a JSON-RPC reply."""
 
 
+class _Unread(Exception):
+    """The target reset the connection without reading the request."""
+
+
 class _DeadlineSocket(object):
     """A socket whose blocking calls all end by one wall-clock deadline.
 
@@ -52,13 +56,13 @@ class _DeadlineSocket(object):
         self.raw = sock
         self._deadline = 0.0
         self._decoder = None
-        self._started = False
+        self.replied = False  # a reply byte arrived since start()
 
     def start(self, timeout):
         """Arm the deadline for one request/reply exchange."""
         self._deadline = time.monotonic() + timeout
         self._decoder = codecs.getincrementaldecoder('utf-8')('replace')
-        self._started = False
+        self.replied = False
 
     def expired(self):
         return time.monotonic() >= self._deadline
@@ -86,8 +90,8 @@ class _DeadlineSocket(object):
             text = self._decoder.decode(data)
             if text:
                 break
-        if not self._started and text.strip():
-            self._started = True
+        if not self.replied and text.strip():
+            self.replied = True
             if not text.lstrip().startswith('{'):
                 raise _MalformedReply(text.strip()[:80])
         return text.encode('utf-8')
@@ -231,8 +235,10 @@ class SpdkClient(spdk_rpc_bdev.FrameworkMethods,
             self._drop()
         try:
             req_id = self._send(method, params)
-        except OSError:
-            # Nothing reached a live target: safe to send once more.
+            response = self._receive(method, params)
+        except (OSError, _Unread):
+            # The target never read the request (it had closed the idle
+            # connection, e.g. while restarting): safe to send once more.
             self._drop()
             try:
                 req_id = self._send(method, params)
@@ -241,7 +247,7 @@ class SpdkClient(spdk_rpc_bdev.FrameworkMethods,
                 raise exc.ProtocolError(
                     method, params, message='sending to %s failed: %s'
                     % (self.target, err)) from err
-        response = self._receive(method, params)
+            response = self._receive(method, params)
         return self._result(method, params, req_id, response)
 
     def _send(self, method, params):
@@ -277,6 +283,16 @@ class SpdkClient(spdk_rpc_bdev.FrameworkMethods,
             self._drop()
             raise exc.ProtocolError(method, params, message='reply from %s '
                                     'is not JSON-RPC: %s' % (self.target, err)
+                                    ) from err
+        except ConnectionResetError as err:
+            unread = not self._sock.replied
+            self._drop()
+            if unread:
+                # A reset before any reply byte: the target closed with our
+                # request still unread in its socket, so it never ran it.
+                raise _Unread() from err
+            raise exc.ProtocolError(method, params, message='connection to '
+                                    '%s reset mid-reply' % self.target
                                     ) from err
         except OSError as err:
             self._drop()

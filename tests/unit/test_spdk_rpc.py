@@ -2,6 +2,7 @@
 
 import json
 import os
+import select
 import socket
 import threading
 import time
@@ -89,6 +90,19 @@ def close_after(act):
         act(server, conn, request)
         return False
     return wrapped
+
+
+def reset_next_unread(result):
+    """Answer, then close with the next request unread (a restarting target).
+
+    Closing a socket with unread data resets it: the client sees
+    ECONNRESET, not a reply, and the request was never run.
+    """
+    def act(server, conn, request):
+        answer(result)(server, conn, request)
+        select.select([conn], [], [], 5)
+        return False
+    return act
 
 
 def silent(server, conn, request):
@@ -506,6 +520,15 @@ class TransportTest(ClientTestCase):
         self.assertEqual('first', self.client.call('m'))
         self.assertEqual('second', self.client.call('m', 'second'))
         self.assertEqual(2, self.server.connections)
+
+    def test_request_reset_unread_is_sent_again(self):
+        self.server.then(reset_next_unread('first'))
+        self.assertEqual('first', self.client.call('m'))
+        self.assertEqual('second', self.client.call('m', 'second'))
+        self.assertEqual(2, self.server.connections)
+        # The reset request was not read, so the target ran it once.
+        self.assertEqual(['m', 'm'],
+                         [r['method'] for r in self.server.requests])
 
     def test_reconnect_after_close_mid_reply(self):
         self.server.then(close_mid_reply)
