@@ -6,6 +6,8 @@ or per class for class-level resources), so a failing test leaves
 nothing behind.
 """
 
+import json
+
 from tempest.common import waiters
 from tempest import config
 from tempest.lib.common.utils import data_utils
@@ -27,7 +29,7 @@ def post_volume_action(client, volume_id, body, microversion):
     headers = client.get_headers()
     headers['OpenStack-API-Version'] = 'volume %s' % microversion
     resp, _ = client.post('volumes/%s/action' % volume_id,
-                          client.serialize(body), headers=headers)
+                          json.dumps(body), headers=headers)
     client.expected_success(202, resp.status)
 
 

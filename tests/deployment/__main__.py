@@ -1,7 +1,9 @@
 """Run the Cinder deployment in the foreground: ``make cinder-deploy``.
 
 For a human: start everything as the tests do, print how to reach it,
-and stop (dropping the database) on Ctrl-C or SIGTERM.
+and stop (dropping the databases) on Ctrl-C or SIGTERM. With
+``--tempest-conf`` also a keystone and a keystone-authenticated
+cinder-api, and a tempest.conf for the plugin's API tests against them.
 """
 
 import argparse
@@ -10,17 +12,19 @@ import signal
 import sys
 import threading
 
+from tests.deployment import cinder_conf
 from tests.deployment import deployment
+from tests.deployment import keystone_api
 from tests.deployment import tempest_conf
+
+TEMPEST_TYPE = 'high-iops'
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog='python -m tests.deployment')
     parser.add_argument('--tempest-conf', metavar='PATH',
-                        help='also write a tempest.conf here (needs '
-                             '--keystone-uri: tempest has no noauth mode)')
-    parser.add_argument('--keystone-uri', default='http://127.0.0.1/identity')
-    parser.add_argument('--admin-password', default='secret')
+                        help='also start keystone and a cinder-api behind '
+                             'it, and write a tempest.conf for them here')
     args = parser.parse_args(argv)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -36,8 +40,15 @@ def main(argv=None):
               '--os-token %s:%s list'
               % (dep.endpoint, deployment.USER, deployment.PROJECT))
         if args.tempest_conf:
+            front = dep.useFixture(keystone_api.KeystoneFrontEnd(dep))
+            # The type the plugin's tests give their volumes by default.
+            vtype = dep.admin.volume_types.create(TEMPEST_TYPE)
+            vtype.set_keys({'volume_backend_name': cinder_conf.BACKEND})
             tempest_conf.write(args.tempest_conf, tempest_conf.build(
-                dep, args.keystone_uri, args.admin_password))
+                dep, front.keystone.uri, front.keystone.admin_password,
+                volume_type=TEMPEST_TYPE))
+            print('keystone: %s  cinder-api (keystone): %s'
+                  % (front.keystone.uri, front.endpoint))
             print('tempest.conf: %s' % args.tempest_conf)
         print('Ctrl-C stops everything and drops database %s'
               % dep.database.name)

@@ -3,6 +3,7 @@
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 
@@ -69,6 +70,16 @@ class ServiceProcess(fixtures.Fixture):
 
     def log(self, limit=6000):
         return tail(self.log_path, limit)
+
+    def listening(self, port, host='127.0.0.1'):
+        """True once ``port`` accepts connections; raises if we died."""
+        if not self.running():
+            raise RuntimeError('%s exited:\n%s' % (self.name, self.log()))
+        try:
+            with socket.create_connection((host, port), 1):
+                return True
+        except OSError:
+            return False
 
     def _stop(self):
         if self.running():

@@ -1,12 +1,14 @@
 """tempest.conf for running the plugin's API tests against a deployment.
 
 Tempest has no noauth mode: every client authenticates against keystone
-(``[identity] uri_v3``) and takes the volume endpoint from its catalog.
-So the deployment alone cannot run tempest; it needs a keystone whose
-catalog lists this cinder-api as ``volumev3``, and admin credentials.
-This writes everything else: the backend, its capabilities, the API
-microversions, and the plugin's ``[spdk_vhost]`` options (with the SPDK
-socket, so the tests also check the limits SPDK enforces).
+(``[identity] uri_v3``) and takes the volume endpoint from its catalog,
+so it needs a keystone whose catalog lists a keystone-authenticated
+cinder-api as ``volumev3`` (``keystone_api.KeystoneFrontEnd``), and its
+admin credentials. Tempest creates a project and users per test class
+with them (dynamic credentials). This writes the rest: the backend, its
+capabilities, the API microversions, and the plugin's ``[spdk_vhost]``
+options (with the SPDK socket, so the tests also check the limits SPDK
+enforces).
 """
 
 import configparser
@@ -16,9 +18,12 @@ from tests.deployment import deployment
 
 
 def build(dep, keystone_uri, admin_password, admin_user='admin',
-          admin_project='admin', region='RegionOne'):
+          admin_project='admin', region='RegionOne',
+          volume_type='high-iops', lock_path=None):
     conf = configparser.ConfigParser(interpolation=None)
     conf['DEFAULT'] = {'log_file': 'tempest.log'}
+    if lock_path:
+        conf['oslo_concurrency'] = {'lock_path': lock_path}
     conf['identity'] = {'uri_v3': keystone_uri, 'auth_version': 'v3',
                         'region': region}
     conf['auth'] = {'use_dynamic_credentials': 'True',
@@ -41,7 +46,7 @@ def build(dep, keystone_uri, admin_password, admin_user='admin',
                                       'manage_volume': 'True'}
     conf['spdk_vhost'] = {'api_tests': 'True', 'scenario_tests': 'False',
                           'backend_name': cinder_conf.BACKEND,
-                          'volume_type': 'high-iops',
+                          'volume_type': volume_type,
                           'spdk_rpc_socket': dep.target.socket_path}
     return conf
 
