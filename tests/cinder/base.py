@@ -20,6 +20,7 @@ from oslo_config import cfg
 from cinder_spdk_vhost import driver as spdk_driver
 from tests import base
 from tests.emulator import fixture as emulator_fixture
+from tests import net
 
 objects.register_all()
 CONF = cfg.CONF
@@ -100,6 +101,7 @@ class EmulatorTestCase(CinderTestCase):
                     'spdk_rpc_connect_retries': 0,
                     'spdk_rpc_timeout': 10.0,
                     'spdk_target_id': 'storage-target',
+                    'spdk_nvmf_port': net.free_port(),
                     'volume_backend_name': BACKEND}
         settings.update(overrides)
         for name, value in settings.items():

@@ -23,6 +23,7 @@ from tests.deployment import backing
 from tests.deployment import cinder_conf
 from tests.deployment import processes
 from tests.emulator import fixture as emulator_fixture
+from tests import net
 
 LOG = logging.getLogger(__name__)
 
@@ -33,12 +34,6 @@ USER = 'deploy-user'
 # weigher must choose it unless a type asks for lvs1.
 LVSTORES = {'lvs0': 4096, 'lvs1': 2048}
 SERVICES = ('cinder-scheduler', 'cinder-volume', 'cinder-api')
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(('127.0.0.1', 0))
-        return sock.getsockname()[1]
 
 
 def wait_for(what, predicate, timeout, interval=0.5, on_timeout=None):
@@ -71,8 +66,8 @@ class CinderDeployment(fixtures.Fixture):
         self._make_lvstores()
         self.database = self.useFixture(backing.Database())
         self.rabbit = self.useFixture(backing.RabbitVhost())
-        self.api_port = free_port()
-        self.nvmf_port = free_port()
+        self.api_port = net.free_port()
+        self.nvmf_port = net.free_port()
         self.conf_path = os.path.join(self.workdir, 'cinder.conf')
         cinder_conf.write(self.conf_path, cinder_conf.build(
             self.workdir, self.database.url, self.rabbit.url,

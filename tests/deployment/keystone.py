@@ -17,8 +17,8 @@ from keystoneauth1.identity import v3
 from keystoneauth1 import session as ks_session
 
 from tests.deployment import backing
-from tests.deployment import deployment
 from tests.deployment import processes
+from tests import net
 
 ADMIN_USER = 'admin'
 ADMIN_PROJECT = 'admin'
@@ -54,7 +54,7 @@ class Keystone(fixtures.Fixture):
         self.workdir = workdir
         self.log_path = log_path
         self.admin_password = password
-        self.port = port or deployment.free_port()
+        self.port = port or net.free_port()
         self.uri = 'http://127.0.0.1:%d/v3' % self.port
 
     def _setUp(self):

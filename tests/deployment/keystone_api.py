@@ -18,6 +18,7 @@ import fixtures
 from tests.deployment import deployment
 from tests.deployment import keystone
 from tests.deployment import processes
+from tests import net
 
 NAMES = ('keystone', 'cinder-api-keystone')
 
@@ -37,7 +38,7 @@ class KeystoneFrontEnd(fixtures.Fixture):
         # database is set up, needs only its address.
         self.keystone = keystone.Keystone(self.workdir,
                                           self.dep.log_path('keystone'))
-        self.api_port = deployment.free_port()
+        self.api_port = net.free_port()
         self.endpoint = 'http://127.0.0.1:%d/v3' % self.api_port
         self.conf_path = os.path.join(self.workdir, 'cinder.conf')
         with open(self.conf_path, 'w') as out:

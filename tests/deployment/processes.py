@@ -2,12 +2,13 @@
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 
 import fixtures
+
+from tests import process_group
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -82,17 +83,7 @@ class ServiceProcess(fixtures.Fixture):
             return False
 
     def _stop(self):
-        if self.running():
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(self.stop_timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(10)
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        process_group.stop(self.process, self.stop_timeout)
 
 
 def run_once(argv, log_path, timeout):

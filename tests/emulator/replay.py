@@ -31,9 +31,10 @@ Rules (transcripts/README.md gives the file format):
 import json
 import os
 import re
-import socket
 import time
 import uuid as uuidlib
+
+from tests import net
 
 TRANSCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                            'transcripts')
@@ -115,9 +116,7 @@ class Replay(object):
 
     def port(self, recorded):
         if recorded not in self.ports:
-            with socket.socket() as sock:
-                sock.bind(('127.0.0.1', 0))
-                self.ports[recorded] = str(sock.getsockname()[1])
+            self.ports[recorded] = str(net.free_port())
         return self.ports[recorded]
 
     def _fill_string(self, text):

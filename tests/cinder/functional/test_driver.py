@@ -270,9 +270,10 @@ class ConnectionTest(DriverTestCase):
 
     def test_nvmf_subsystem_admits_only_the_host(self):
         volume = self.created()
+        port = str(self.driver.configuration.spdk_nvmf_port)
         data = self.driver.initialize_connection(volume, REMOTE)['data']
         self.assertEqual({'transport': 'tcp', 'traddr': '127.0.0.1',
-                          'trsvcid': '4420', 'adrfam': 'ipv4', 'ns_id': 1,
+                          'trsvcid': port, 'adrfam': 'ipv4', 'ns_id': 1,
                           'host_nqn': HOST_NQN},
                          {k: data[k] for k in ('transport', 'traddr',
                                                'trsvcid', 'adrfam', 'ns_id',

@@ -25,6 +25,7 @@ from os_brick_connector import privileged
 from os_brick_connector import spdk_rpc
 from tests import base
 from tests.emulator import fixture as emulator_fixture
+from tests import net
 from tests.nova import fake_sysfs
 
 GROUP = 'spdk_vhost'
@@ -331,9 +332,7 @@ class TestTcpConnect(ConnectorTestCase):
         lvol = self.storage.bdev_lvol_create(volume_id, 8, lvs_name=LVS,
                                              thin_provision=True)
         nqn = 'nqn.2016-06.io.spdk:%s' % volume_id
-        with socket.socket() as probe:
-            probe.bind(('127.0.0.1', 0))
-            port = str(probe.getsockname()[1])
+        port = str(net.free_port())
         self.storage.nvmf_create_subsystem(nqn, allow_any_host=False)
         self.storage.nvmf_subsystem_add_ns(nqn, lvol)
         self.storage.nvmf_subsystem_add_listener(nqn, 'TCP', '127.0.0.1',

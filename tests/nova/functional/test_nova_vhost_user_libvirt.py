@@ -17,7 +17,6 @@ Needs libvirtd running as root after hugetlbfs is mounted
 import grp
 import os
 import shutil
-import socket
 import stat
 import subprocess
 
@@ -29,6 +28,7 @@ from oslo_config import fixture as config_fixture
 from nova_vhost_user import exception as vhost_exception
 from tests import base
 from tests.emulator import fixture as emulator_fixture
+from tests import net
 from tests.nova import compute
 from tests.nova import libvirt_guest as guests
 from tests import service_process
@@ -251,9 +251,7 @@ class TestTcpAttach(AttachTests, ComputeTestCase):
         super().setUp()
         self.storage = start_target(self, use_real=False)
         self.use_compute_target(start_target(self, use_real=False))
-        with socket.socket() as probe:
-            probe.bind(('127.0.0.1', 0))
-            port = probe.getsockname()[1]
+        port = net.free_port()
         self.cinder = self.useFixture(service_process.ServiceProcess(
             service_process.CINDER))
         self.cinder.call('start', rpc_socket=self.storage.socket_path,
