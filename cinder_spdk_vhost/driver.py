@@ -28,9 +28,12 @@ from cinder_spdk_vhost import options
 from cinder_spdk_vhost import qos
 from cinder_spdk_vhost import qos_apply
 from cinder_spdk_vhost import rollback
+from cinder_spdk_vhost import validation
 from os_brick_connector import config as rpc_config
 from os_brick_connector import exception as rpc_exc
+from os_brick_connector import saved_config
 from os_brick_connector import spdk_rpc
+from os_brick_connector import validation as brick_validation
 
 LOG = log.getLogger(__name__)
 
@@ -51,7 +54,15 @@ REQUIRED_RPCS = frozenset((
 
 @interface.volumedriver
 class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
-    """Thin SPDK lvols, attached to guests as vhost-user-blk."""
+    """Thin SPDK lvols, attached to guests as vhost-user-blk.
+
+    Exceptions: bad options raise ``InvalidConfigurationValue`` from
+    ``do_setup``; bad names and sizes ``InvalidInput``, bad connector
+    properties ``InvalidConnectorException``, bad QoS ``InvalidQoSSpecs``,
+    all before any RPC (see :mod:`validation`); a volume in use
+    ``VolumeIsBusy`` / ``SnapshotIsBusy``; any SPDK failure
+    ``VolumeBackendAPIException``, after undoing what the call made.
+    """
 
     VERSION = VERSION
     # Third-party CI wiki name for the driver list.
@@ -62,6 +73,7 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
         self.configuration.append_config_values(rpc_config.rpc_opts)
         self.configuration.append_config_values(options.driver_opts)
         self.client = None
+        self.saver = saved_config.ConfigSaver(None, None)
         self.exporter = None
         self.target_id = None
 
@@ -83,8 +95,14 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
 
     def do_setup(self, context):
         """Build the RPC client; nothing is asked of the target yet."""
+        validation.check_config(self.configuration)
+        if self.configuration.spdk_rpc_address is None:
+            brick_validation.warn_if_world_writable(
+                self.configuration.spdk_rpc_socket)
         self.client = spdk_rpc.SpdkClient.from_conf(self.configuration)
         self.exporter = export.NvmfExport(self.client, self.configuration)
+        self.saver = saved_config.ConfigSaver.from_conf(self.client,
+                                                        self.configuration)
         self.target_id = (self.configuration.spdk_target_id or
                           self._default_target_id())
 
@@ -95,6 +113,10 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
         except rpc_exc.SpdkTransportError as err:
             raise exception.VolumeDriverException(
                 message='SPDK target %s is unreachable: %s'
+                        % (self.client.target, err)) from err
+        except rpc_exc.SpdkRpcError as err:
+            raise exception.VolumeDriverException(
+                message='SPDK target %s refused rpc_get_methods: %s'
                         % (self.client.target, err)) from err
         missing = sorted(REQUIRED_RPCS - methods)
         if missing:
@@ -159,9 +181,29 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
         """SPDK limits for a type and size; validates before any change."""
         return qos.to_limits(self._backend_specs(volume_type_id), size_gb)
 
-    def _apply_qos(self, alias, limits):
+    def _lvol(self, alias):
+        """Lvol ``alias`` this call just made or found; it must exist."""
         lvol = lvols.get(self.client, alias)
+        if lvol is None:
+            raise exception.VolumeBackendAPIException(
+                data='lvol %s vanished' % alias)
+        return lvol
+
+    def _apply_qos(self, alias, limits):
+        lvol = self._lvol(alias)
         qos_apply.apply(self.client, self.exporter, lvol, limits)
+        self._persist()
+
+    def _persist(self):
+        """Save the target's config (spdk_saved_config) after a change.
+
+        Called under the volume's lock, before the change is reported
+        done, so a target restart brings back exports and QoS limits.
+        """
+        try:
+            self.saver.save()
+        except saved_config.ConfigNotSaved as err:
+            raise exception.VolumeBackendAPIException(data=str(err)) from err
 
     def _refuse_if_exported(self, lvol, volume):
         in_use = export.users(self.client, lvol)
@@ -182,12 +224,12 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
         A seam for image paths: they create the target lvol this way.
         """
         lvs = self._pool(volume)
-        self.client.bdev_lvol_create(
-            volume.name, lvols.size_in_mib(volume.size), lvs_name=lvs,
-            thin_provision=self.configuration.spdk_thin_provision,
-            clear_method=self.configuration.spdk_lvol_clear_method)
         alias = lvols.alias(lvs, volume.name)
-        rb.add('delete lvol %s' % alias, self._delete_lvol, alias)
+        with rb.change('delete lvol %s' % alias, self._delete_lvol, alias):
+            self.client.bdev_lvol_create(
+                volume.name, lvols.size_in_mib(volume.size), lvs_name=lvs,
+                thin_provision=self.configuration.spdk_thin_provision,
+                clear_method=self.configuration.spdk_lvol_clear_method)
         return alias
 
     def _clone(self, snapshot_alias, volume, rb):
@@ -195,15 +237,15 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
 
         Metadata only: the clone shares every cluster with the snapshot.
         """
-        self.client.bdev_lvol_clone(snapshot_alias, volume.name)
         lvs = snapshot_alias.partition('/')[0]
         alias = lvols.alias(lvs, volume.name)
-        rb.add('delete clone %s' % alias, self._delete_lvol, alias)
+        with rb.change('delete clone %s' % alias, self._delete_lvol, alias):
+            self.client.bdev_lvol_clone(snapshot_alias, volume.name)
         return alias
 
     def _finish(self, alias, volume, limits):
         """Grow a new lvol to the volume's size, then apply its QoS."""
-        lvol = lvols.get(self.client, alias)
+        lvol = self._lvol(alias)
         wanted = lvols.size_in_mib(volume.size)
         if lvol.size_mib < wanted:
             self.client.bdev_lvol_resize(alias, wanted)
@@ -249,6 +291,7 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
     # -- volumes ---------------------------------------------------------
 
     def create_volume(self, volume):
+        validation.check_volume(volume)
         limits = self._limits(volume.volume_type_id, volume.size)
         with locks.locked(locks.vlock(volume.id)), \
                 errors.translated('create volume %s' % volume.id), \
@@ -274,9 +317,11 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
             except rpc_exc.Busy as err:
                 raise exception.VolumeIsBusy(volume_name=volume.name) from err
             self._release_parent(lvol.lvs, lvol.base_snapshot)
+            self._persist()
 
     def extend_volume(self, volume, new_size):
         """Grow the lvol; an attached guest sees it through its controller."""
+        validation.check_size(new_size, 'new size')
         limits = self._limits(volume.volume_type_id, new_size)
         with locks.locked(locks.vlock(volume.id)), \
                 errors.translated('extend volume %s' % volume.id), \
@@ -289,6 +334,7 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
             self._apply_qos(lvol.alias, limits)
 
     def create_volume_from_snapshot(self, volume, snapshot):
+        validation.check_volume(volume)
         limits = self._limits(volume.volume_type_id, volume.size)
         with locks.locked(
                 locks.vlock(volume.id),
@@ -303,6 +349,7 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
 
     def create_cloned_volume(self, volume, src_vref):
         """Hidden snapshot of the source, and a thin clone of it."""
+        validation.check_volume(volume)
         limits = self._limits(volume.volume_type_id, volume.size)
         hidden = lvols.hidden_snapshot_name(volume.id)
         with locks.locked(
@@ -313,10 +360,10 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
                                   % (src_vref.id, volume.id)), \
                 rollback.Rollback('create volume %s' % volume.id) as rb:
             src = self._get(src_vref)
-            self.client.bdev_lvol_snapshot(src.alias, hidden)
             snap_alias = lvols.alias(src.lvs, hidden)
-            rb.add('delete hidden snapshot %s' % snap_alias,
-                   self._delete_lvol, snap_alias)
+            with rb.change('delete hidden snapshot %s' % snap_alias,
+                           self._delete_lvol, snap_alias):
+                self.client.bdev_lvol_snapshot(src.alias, hidden)
             alias = self._clone(snap_alias, volume, rb)
             self._finish(alias, volume, limits)
         return None
@@ -493,7 +540,7 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
         """Exports are per attachment: see terminate_connection."""
 
     def _is_local(self, connector):
-        return bool(connector) and (
+        return isinstance(connector, dict) and (
             connector.get('spdk_target_id') == self.target_id)
 
     def initialize_connection(self, volume, connector):
@@ -508,6 +555,8 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
         * ``nqn``: the compute host's NVMe host NQN; the only host the
           volume's NVMe-oF subsystem admits (required unless local).
         """
+        validation.check_connector(connector,
+                                   need_nqn=not self._is_local(connector))
         access = 'ro' if self._read_only(volume) else 'rw'
         with locks.locked(locks.vlock(volume.id)), \
                 errors.translated('attach volume %s' % volume.id), \
@@ -522,6 +571,7 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
                 host_nqn = export.require_host_nqn(connector)
                 data.update(self.exporter.export(volume.name, lvol,
                                                  host_nqn, rb))
+                self._persist()
         return {'driver_volume_type': 'spdk_vhost', 'data': data}
 
     @staticmethod
@@ -537,6 +587,8 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
         """
         if self._is_local(connector):
             return
+        if connector is not None:
+            validation.check_connector(connector, need_nqn=False)
         host_nqn = (connector or {}).get('nqn')
         if connector and not host_nqn:
             LOG.warning('Detaching volume %s from a connector without nqn; '
@@ -545,6 +597,7 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
         with locks.locked(locks.vlock(volume.id)), \
                 errors.translated('detach volume %s' % volume.id):
             self.exporter.unexport(volume.name, host_nqn)
+            self._persist()
 
     # -- stats -------------------------------------------------------------
 

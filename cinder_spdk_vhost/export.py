@@ -73,10 +73,10 @@ class NvmfExport(object):
 
     def _create(self, nqn, lvol, rollback):
         serial = lvol.uuid.replace('-', '')[:SERIAL_LEN]
-        self.client.nvmf_create_subsystem(
-            nqn, serial_number=serial, model_number=MODEL,
-            allow_any_host=False, max_namespaces=1)
-        rollback.add('delete subsystem %s' % nqn, self.delete, nqn)
+        with rollback.change('delete subsystem %s' % nqn, self.delete, nqn):
+            self.client.nvmf_create_subsystem(
+                nqn, serial_number=serial, model_number=MODEL,
+                allow_any_host=False, max_namespaces=1)
         ns_id = self.client.nvmf_subsystem_add_ns(nqn, lvol.uuid)
         self.client.nvmf_subsystem_add_listener(
             nqn, self.trtype, self.address, self.port,

@@ -6,6 +6,8 @@ any other key is refused by name, because silently dropping a limit the
 operator asked for would hand tenants more than they pay for.
 """
 
+import math
+
 from cinder import exception
 from oslo_log import log
 
@@ -27,6 +29,9 @@ SPDK_KEYS = ('rw_ios_per_sec', 'rw_mbytes_per_sec', 'r_mbytes_per_sec',
              'w_mbytes_per_sec')
 SUPPORTED_KEYS = tuple(sorted(list(_LIMITS) + [k + PER_GB for k in _LIMITS]))
 NO_LIMITS = dict.fromkeys(SPDK_KEYS, 0)
+# Far above any device, and exact in a float: larger is a typo or hostile
+# (NaN, inf and 1e400 would otherwise crash the rounding).
+MAX_VALUE = 2 ** 53
 
 
 def _invalid(reason):
@@ -38,6 +43,9 @@ def _number(key, value):
         number = float(value)
     except (TypeError, ValueError) as err:
         raise _invalid('%s=%r is not a number' % (key, value)) from err
+    if not math.isfinite(number) or number > MAX_VALUE:
+        raise _invalid('%s=%r is not a finite number up to %d'
+                       % (key, value, MAX_VALUE))
     if number < 0:
         raise _invalid('%s=%r is negative' % (key, value))
     return number

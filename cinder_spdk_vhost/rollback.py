@@ -5,6 +5,8 @@ records an undo step after each change; if anything raises, the steps
 run newest first, so no lvol, snapshot or subsystem is left behind.
 """
 
+import contextlib
+
 from oslo_log import log
 
 from os_brick_connector import exception as rpc_exc
@@ -22,6 +24,22 @@ class Rollback(object):
     def add(self, description, func, *args, **kwargs):
         """Register ``func(*args, **kwargs)`` to undo the last change."""
         self._steps.append((description, func, args, kwargs))
+
+    @contextlib.contextmanager
+    def change(self, description, func, *args, **kwargs):
+        """Make one change inside; its undo counts even if the answer is lost.
+
+        A transport error (timeout, connection cut) after the request was
+        sent leaves it unknown whether the target made the object, so the
+        undo is registered then too; undo steps treat a missing object as
+        done. Any other error means SPDK refused: nothing to undo.
+        """
+        try:
+            yield
+        except rpc_exc.SpdkTransportError:
+            self.add(description, func, *args, **kwargs)
+            raise
+        self.add(description, func, *args, **kwargs)
 
     def __enter__(self):
         return self

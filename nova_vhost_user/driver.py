@@ -17,8 +17,11 @@ from nova_vhost_user import libvirt_config
 from nova_vhost_user import memory
 from nova_vhost_user import reactors
 from nova_vhost_user import volume
+from os_brick_connector import config as brick_config
+from os_brick_connector import connector_errors
 from os_brick_connector import exception as spdk_exception
 from os_brick_connector import spdk_rpc
+from os_brick_connector import validation
 
 CONF = volume.CONF
 LOG = logging.getLogger(__name__)
@@ -43,9 +46,26 @@ class LibvirtVhostUserDriver(libvirt_driver.LibvirtDriver):
 
     def init_host(self, host):
         super().init_host(host)
+        self._check_spdk_options()
         if CONF.spdk_vhost.nova_check_reactor_overlap:
             with spdk_rpc.SpdkClient.from_conf(CONF.spdk_vhost) as client:
                 reactors.check_overlap(client)
+
+    @staticmethod
+    def _check_spdk_options():
+        """Refuse to start with [spdk_vhost] options the connector rejects.
+
+        Better at start, naming the option, than at a tenant's first
+        attach.
+        """
+        brick_config.register_connector_opts(CONF)
+        conf = CONF.spdk_vhost
+        try:
+            validation.check_conf(conf)
+        except connector_errors.InvalidConnectorConfig as err:
+            raise exception.InvalidConfiguration(str(err)) from err
+        if conf.spdk_rpc_address is None:
+            validation.warn_if_world_writable(conf.spdk_rpc_socket)
 
     def get_volume_connector(self, instance):
         """Nova's connector properties plus this host's SPDK identity.

@@ -32,8 +32,36 @@ def queue_count(instance):
                       CONF.spdk_vhost.guest_max_queues))
 
 
+def _data(connection_info):
+    """``connection_info['data']``, refusing what Cinder never sends.
+
+    A malformed record (a corrupted block device mapping, a hostile API
+    caller) must fail as a Nova error naming the volume, not as a
+    KeyError deep in the attach.
+    """
+    data = (connection_info.get('data')
+            if isinstance(connection_info, dict) else None)
+    if not isinstance(data, dict):
+        volume_id = (connection_info.get('serial')
+                     if isinstance(connection_info, dict) else None)
+        raise exception.VolumeAttachFailed(
+            volume_id=volume_id,
+            reason='connection_info has no data dict: %.200r'
+                   % (connection_info,))
+    return data
+
+
 class LibvirtVhostUserBlkVolumeDriver(libvirt_volume.LibvirtBaseVolumeDriver):
-    """Attach SPDK volumes to libvirt guests as vhost-user-blk disks."""
+    """Attach SPDK volumes to libvirt guests as vhost-user-blk disks.
+
+    Exceptions of connect/disconnect: ``VolumeAttachFailed`` for a
+    connection_info without a ``data`` dict, ``InvalidVolumeAccessMode``
+    and ``VolumeEncryptionNotSupported`` for what vhost-user cannot do;
+    the connector's :class:`os_brick.exception.BrickException` classes
+    (``InvalidConnectionProperties`` for malformed data, before any RPC)
+    and :class:`os_brick_connector.exception.SpdkRpcError` from the
+    target pass through unchanged.
+    """
 
     def __init__(self, host):
         super().__init__(host, is_block_dev=False)
@@ -48,7 +76,7 @@ class LibvirtVhostUserBlkVolumeDriver(libvirt_volume.LibvirtBaseVolumeDriver):
         What get_config needs later (socket, queue count) is kept in
         ``connection_info['data']``, which Nova saves with the attachment.
         """
-        data = connection_info['data']
+        data = _data(connection_info)
         volume_id = driver_block_device.get_volume_id(connection_info)
         if data.get('encrypted'):
             # No host block device exists for an encryptor to work on.
@@ -56,7 +84,7 @@ class LibvirtVhostUserBlkVolumeDriver(libvirt_volume.LibvirtBaseVolumeDriver):
                 volume_type=DRIVER_TYPE, volume_id=volume_id)
         if data.get('access_mode') not in (None, 'rw', 'ro'):
             raise exception.InvalidVolumeAccessMode(
-                access_mode=data['access_mode'])
+                access_mode=str(data['access_mode'])[:80])
         properties = dict(data)
         properties['numa_node'] = numa.guest_numa_node(
             instance, self._host_topology())
@@ -70,12 +98,12 @@ class LibvirtVhostUserBlkVolumeDriver(libvirt_volume.LibvirtBaseVolumeDriver):
 
     def disconnect_volume(self, connection_info, instance, force=False):
         """Delete the controller; SPDK refuses while QEMU still uses it."""
-        self.connector.disconnect_volume(connection_info['data'], None,
+        self.connector.disconnect_volume(_data(connection_info), None,
                                          force=force)
 
     def extend_volume(self, connection_info, instance, requested_size):
         """Grow the bdev; SPDK tells the guest the new size itself."""
-        return self.connector.extend_volume(connection_info['data'])
+        return self.connector.extend_volume(_data(connection_info))
 
     def get_config(self, connection_info, disk_info):
         """The vhostuser disk, with none of what libvirt rejects on it.

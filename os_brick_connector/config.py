@@ -39,6 +39,15 @@ rpc_opts = [
                  default=1.0,
                  min=0.0,
                  help='Seconds to wait between two connection attempts.'),
+    cfg.StrOpt('spdk_saved_config',
+               help='File the SPDK target loads at start (spdk_tgt '
+                    '--json). After each change it makes on the target '
+                    '(vhost controller, NVMe-oF export or attachment, QoS '
+                    'limit), the driver saves the target\'s live config '
+                    'there, so a restarted or crashed target comes back '
+                    'with it. Its directory must be writable by this '
+                    'service. Unset: nothing is saved and a target '
+                    'restart loses those objects.'),
 ]
 
 # The os-brick connector's options, in Nova's ``[spdk_vhost]`` group (next

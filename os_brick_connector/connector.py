@@ -12,7 +12,6 @@ import stat
 import time
 
 from os_brick.initiator.connectors import base
-from os_brick import utils as brick_utils
 from oslo_concurrency import lockutils
 from oslo_config import cfg
 from oslo_log import log
@@ -26,7 +25,10 @@ from os_brick_connector import host_identity
 from os_brick_connector import numa
 from os_brick_connector import nvme_initiator
 from os_brick_connector import privileged
+from os_brick_connector import saved_config
 from os_brick_connector import spdk_rpc
+from os_brick_connector import trace
+from os_brick_connector import validation
 
 LOG = log.getLogger(__name__)
 
@@ -48,11 +50,19 @@ def default_conf():
 
 def controller_name(volume_id):
     """The vhost-blk controller of a volume: a retry finds the same one."""
-    if not isinstance(volume_id, str) or not _VOLUME_ID.match(volume_id):
+    if not isinstance(volume_id, str) or not _VOLUME_ID.fullmatch(volume_id):
         raise errors.InvalidConnectionProperties(
             reason='volume_id %r cannot name an SPDK controller'
             % (volume_id,))
     return CONTROLLER_PREFIX + volume_id
+
+
+def _named_controller(props):
+    """The controller named by ``props``; a non-dict is refused too."""
+    if not isinstance(props, dict):
+        raise errors.InvalidConnectionProperties(
+            reason='expected a dict, got %s' % type(props).__name__)
+    return controller_name(props.get('volume_id'))
 
 
 def _controller_bdev(ctrl):
@@ -77,6 +87,14 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
     of the chosen reactor or None>}``. The controller is named from the
     volume id, so one volume has one controller per host (no multiattach
     to two guests of one host).
+
+    Exceptions (all :class:`os_brick.exception.BrickException` but the
+    last): malformed properties raise ``InvalidConnectionProperties``
+    before any RPC (see :mod:`validation`); unusable ``[spdk_vhost]``
+    options raise ``InvalidConnectorConfig`` at construction; refusals
+    raise the other classes of :mod:`connector_errors`; a failure of the
+    target itself is an :class:`exception.SpdkRpcError`, with whatever
+    the call created undone.
     """
 
     def __init__(self, root_helper, driver=None, execute=None,
@@ -84,8 +102,13 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         super().__init__(root_helper, driver=driver, execute=execute,
                          *args, **kwargs)
         self.conf = conf if conf is not None else default_conf()
+        validation.check_conf(self.conf)
+        if self.conf.spdk_rpc_address is None:
+            validation.warn_if_world_writable(self.conf.spdk_rpc_socket)
         self.client = (client if client is not None
                        else spdk_rpc.SpdkClient.from_conf(self.conf))
+        self.saved = saved_config.ControllerSaver(
+            saved_config.ConfigSaver.from_conf(self.client, self.conf))
 
     @staticmethod
     def get_connector_properties(root_helper, *args, **kwargs):
@@ -122,33 +145,27 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
 
     @staticmethod
     def _check_properties(props):
-        transport = props.get('transport')
-        need = ['volume_id', 'bdev']
-        if transport in REMOTE_TRANSPORTS:
-            need = ['volume_id', 'nqn', 'traddr']
-        elif transport != LOCAL:
-            raise errors.InvalidConnectionProperties(
-                reason='unknown transport %r' % (transport,))
-        missing = [key for key in need if not props.get(key)]
-        if missing:
-            raise errors.InvalidConnectionProperties(
-                reason='missing %s' % ', '.join(missing))
-        node = props.get('numa_node')
-        if node is not None and (isinstance(node, bool)
-                                 or not isinstance(node, int)):
-            raise errors.InvalidConnectionProperties(
-                reason='numa_node must be an int or None, not %r' % (node,))
+        validation.check_properties(props, _VOLUME_ID)
 
     def _bdev(self, props, undo):
         """The bdev the controller exposes, attaching NVMe-oF if needed."""
         if props['transport'] == LOCAL:
             wanted = props['bdev']
         else:
-            wanted, created = nvme_initiator.attach(self.client, props,
-                                                    self.conf)
-            if created:
-                undo.append(lambda: self.client.bdev_nvme_detach_controller(
-                    nvme_initiator.controller_name(props)))
+            created = False
+            try:
+                wanted, created = nvme_initiator.attach(self.client, props,
+                                                        self.conf)
+            except spdk_exc.SpdkTransportError:
+                # The answer was lost: it may be attached. Detach only if
+                # no other volume's controller uses it.
+                created = True
+                raise
+            finally:
+                if created:
+                    undo.append(lambda: nvme_initiator.detach_if_unused(
+                        self.client, props,
+                        self.client.vhost_get_controllers()))
         # Canonical name: an alias (lvs/lvol) is listed by its UUID name.
         return self.client.bdev_get_bdevs(name=wanted)[0]['name']
 
@@ -163,7 +180,11 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
                 name, bdev, cpumask=numa.core_mask(core),
                 readonly=readonly or None,
                 packed_ring=self.conf.vhost_packed_ring or None)
-            undo.append(lambda: self.client.vhost_delete_controller(name))
+            undo.append(lambda: self._delete_controller(name, force=True))
+        except spdk_exc.SpdkTransportError:
+            # Its answer was lost, so it may exist: undo it all the same.
+            undo.append(lambda: self._delete_controller(name, force=True))
+            raise
         except spdk_exc.AlreadyExists:
             LOG.info('vhost-blk controller %s appeared meanwhile; reusing',
                      name)
@@ -189,19 +210,20 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
                if conf.vhost_socket_owner else -1)
         gid = (grp.getgrnam(conf.vhost_socket_group).gr_gid
                if conf.vhost_socket_group else -1)
-        privileged.set_socket_access(path, uid, gid,
-                                     int(conf.vhost_socket_mode, 8))
+        privileged.set_socket_access(
+            path, uid, gid, validation.socket_mode(conf.vhost_socket_mode))
 
-    @staticmethod
-    def _undo(undo):
+    def _undo(self, undo):
         for step in reversed(undo):
             try:
                 step()
             except spdk_exc.SpdkRpcError as err:
                 LOG.warning('Could not undo a step of a failed connect: '
                             '%s', err)
+        if undo:
+            self.saved.save_quietly()
 
-    @brick_utils.trace
+    @trace.traced
     def connect_volume(self, connection_properties):
         """Create (or find) the volume's vhost-blk controller.
 
@@ -231,6 +253,8 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
             ctrl = self._controller(name)
             self._check_reusable(ctrl, bdev, props)
         self._set_socket_access(ctrl['socket'])
+        # Durable before reported: a restart from now on brings it back.
+        self.saved.save_with(name)
         return self._device_info(ctrl)
 
     # -- disconnect --------------------------------------------------------
@@ -256,7 +280,7 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
                     'a guest connected and is left in place', name)
         return False
 
-    @brick_utils.trace
+    @trace.traced
     def disconnect_volume(self, connection_properties, device_info,
                           force=False, ignore_errors=False):
         """Delete the volume's controller and, if unused, its NVMe-oF link.
@@ -265,12 +289,18 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         only when no other controller uses one of its namespaces.
         """
         props = connection_properties
-        name = controller_name(props.get('volume_id'))
+        name = _named_controller(props)
         with lockutils.lock(_LOCK, external=True):
-            gone = self._delete_controller(name, force)
-            if gone and props.get('transport') in REMOTE_TRANSPORTS:
-                nvme_initiator.detach_if_unused(
-                    self.client, props, self.client.vhost_get_controllers())
+            self.saved.until_gone(name, lambda: self._disconnect(
+                name, props, force))
+
+    def _disconnect(self, name, props, force):
+        """One round of a disconnect: whether the controller went."""
+        gone = self._delete_controller(name, force)
+        if gone and props.get('transport') in REMOTE_TRANSPORTS:
+            nvme_initiator.detach_if_unused(
+                self.client, props, self.client.vhost_get_controllers())
+        return gone
 
     # -- the rest of the os-brick interface --------------------------------
 
@@ -282,7 +312,7 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         so there is nothing to rescan: only the size to report.
         """
         ctrl = self._controller(
-            controller_name(connection_properties.get('volume_id')))
+            _named_controller(connection_properties))
         if ctrl is None or not _controller_bdev(ctrl):
             return None
         info = self.client.bdev_get_bdevs(name=_controller_bdev(ctrl))[0]
@@ -290,7 +320,7 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
 
     def get_volume_paths(self, connection_properties):
         ctrl = self._controller(
-            controller_name(connection_properties.get('volume_id')))
+            _named_controller(connection_properties))
         return [ctrl['socket']] if ctrl is not None else []
 
     def _our_controllers(self):

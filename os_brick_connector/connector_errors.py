@@ -45,3 +45,20 @@ class VolumeStillInUse(exception.BrickException):
 class HostNqnMissing(exception.BrickException):
     message = ('This host has no NVMe host NQN: set [spdk_vhost] host_nqn, '
                'or create %(path)s (nvme gen-hostnqn)')
+
+
+class InvalidConnectorConfig(exception.BrickException):
+    message = ('Invalid [spdk_vhost] option %(option)s=%(value)r: '
+               '%(reason)s')
+
+
+class TargetConfigNotSaved(exception.BrickException):
+    message = ('The SPDK target\'s config could not be saved to %(path)s, '
+               'so the attachment would not survive a target restart: '
+               '%(reason)s')
+
+
+class TargetRestarted(exception.BrickException):
+    message = ('The SPDK target restarted during the operation on '
+               'vhost-blk controller %(ctrlr)s and came back '
+               '%(state)s; retry the operation')

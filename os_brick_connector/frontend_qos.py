@@ -6,11 +6,15 @@ has one IOPS limit (read+write, a multiple of 1000) and three bandwidth
 limits in MiB/s; a spec SPDK cannot honour is refused, never dropped.
 """
 
+import math
+
 from os_brick_connector import connector_errors as errors
 from os_brick_connector import exception as spdk_exc
 
 IOPS_STEP = 1000
 MIB = 1024 * 1024
+# Exact in a float and far above any device; NaN, inf and more are refused.
+MAX_VALUE = 2 ** 53
 
 # Cinder QoS key -> (SPDK limit, one step in Cinder units, in SPDK units).
 _LIMITS = {
@@ -49,9 +53,10 @@ def spdk_limits(qos_specs):
         except (TypeError, ValueError) as err:
             raise errors.InvalidQoSSpec(
                 reason='%s=%r is not a number' % (key, value)) from err
-        if number < 0:
-            raise errors.InvalidQoSSpec(reason='%s=%r is negative'
-                                        % (key, value))
+        if not math.isfinite(number) or not 0 <= number <= MAX_VALUE:
+            raise errors.InvalidQoSSpec(
+                reason='%s=%r is not a number between 0 and %d'
+                       % (key, value, MAX_VALUE))
         name, step, spdk_step = _LIMITS[key]
         limits[name] = spdk_value(number, step, spdk_step)
     return limits

@@ -262,7 +262,13 @@ def bdev_get_iostat(target, args):
             'bdevs': stats}
 
 
+def bdev_wait_for_examine(target, args):
+    """Examine (lvstores on a new bdev) is synchronous here: no wait."""
+    return True
+
+
 METHODS = {
+    'bdev_wait_for_examine': (p.NO_PARAMS, bdev_wait_for_examine),
     'bdev_malloc_create': (p.Object(
         name=p.Opt(p.string), num_blocks=p.uint64,
         block_size=p.Opt(p.uint32), physical_block_size=p.Opt(p.uint32),

@@ -17,8 +17,8 @@ QOS_KEYS = ('rw_ios_per_sec', 'rw_mbytes_per_sec', 'r_mbytes_per_sec',
 def source_key(source):
     """A hashable, normalised source: (abs path, fmt) or ('nbd', ...)."""
     if source[0] == 'nbd':
-        _, sock, name = source
-        return ('nbd', os.path.abspath(sock), name)
+        _, sock, name, io_wait = (tuple(source) + (0,))[:4]
+        return ('nbd', os.path.abspath(sock), name, io_wait)
     path, fmt = source
     if fmt not in ('qcow2', 'raw'):
         raise images.DataPlaneError(

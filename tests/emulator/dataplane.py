@@ -166,9 +166,13 @@ class DataPlane(object):
             raise DataPlaneError(errno.EINVAL, 'NBD export %s is served by '
                                  'this data plane itself' % key[2])
         node = self._name('nbd')
+        # key[3]: seconds requests wait for a lost server (bdev_nvme's
+        # reconnect timeouts); QEMU's NBD client re-runs them after.
+        options = {'reconnect-delay': key[3]} if key[3:] and key[3] else {}
         self._call('open NBD export %s at %s' % (key[2], key[1]),
                    'blockdev-add', driver='nbd', **{'node-name': node},
-                   server={'type': 'unix', 'path': key[1]}, export=key[2])
+                   server={'type': 'unix', 'path': key[1]}, export=key[2],
+                   **options)
         chain.layers.append(chains.Layer(None, 'nbd', node))
 
     def _add_image_nodes(self, chain, key):

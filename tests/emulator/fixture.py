@@ -13,6 +13,7 @@ import time
 
 import fixtures
 
+from tests import process_group
 from tests import rpc_raw
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
@@ -23,12 +24,14 @@ class EmulatorFixture(fixtures.Fixture):
     """Start an emulator in a temp dir; stop it and clean everything up."""
 
     def __init__(self, core_mask='0x3', reactor_numa=None,
-                 use_real=True, start_timeout=30):
+                 use_real=True, start_timeout=30, json_config=None):
         super().__init__()
         self.core_mask = core_mask
         self.reactor_numa = reactor_numa
         self.use_real = use_real
         self.start_timeout = start_timeout
+        # A saved config (spdk_tgt --json) loaded at every start.
+        self.json_config = json_config
         self.process = None
 
     @property
@@ -46,19 +49,59 @@ class EmulatorFixture(fixtures.Fixture):
         self.vhost_dir = os.path.join(base, 'vhost')
         self.state_dir = os.path.join(base, 'state')
         self.log_path = os.path.join(base, 'emulator.log')
+        self.addCleanup(self._stop)
+        self.start()
+
+    def command(self):
         cmd = [sys.executable, '-m', 'tests.emulator',
                '--socket', self.socket_path, '--vhost-dir', self.vhost_dir,
                '--state-dir', self.state_dir, '--core-mask', self.core_mask]
         if self.reactor_numa is not None:
             cmd += ['--reactor-numa',
                     ','.join(str(n) for n in self.reactor_numa)]
-        log = open(self.log_path, 'wb')
-        self.addCleanup(log.close)
-        self.process = subprocess.Popen(cmd, cwd=REPO, stdout=log,
-                                        stderr=subprocess.STDOUT,
-                                        start_new_session=True)
-        self.addCleanup(self._stop)
+        if self.json_config and os.path.exists(self.json_config):
+            cmd += ['--json', self.json_config]
+        return cmd
+
+    def start(self):
+        """Start the emulator process on this fixture's paths; wait for it.
+
+        The log is appended to, so it tells the whole story of a test
+        that restarts the target.
+        """
+        with open(self.log_path, 'ab') as log:
+            self.process = subprocess.Popen(
+                self.command(), cwd=REPO, stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True)
         self._wait_ready()
+
+    def stop(self):
+        """Stop cleanly (SIGTERM), as a service manager does."""
+        self._stop()
+        self._forget_socket()
+
+    def kill(self):
+        """SIGKILL the target process alone, as a crash ends it.
+
+        Its qemu-storage-daemon dies with it (PR_SET_PDEATHSIG); the
+        sockets it leaves behind stay, as a crashed spdk_tgt's do.
+        """
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+        self._forget_socket()
+
+    def restart(self, crash=True):
+        """SIGKILL (or stop) the target, then start it on the same paths."""
+        if crash:
+            self.kill()
+        else:
+            self.stop()
+        self.start()
+
+    def _forget_socket(self):
+        # A stale RPC socket must not make _wait_ready talk to nobody.
+        if os.path.exists(self.socket_path):
+            os.unlink(self.socket_path)
 
     def _wait_ready(self):
         deadline = time.monotonic() + self.start_timeout
@@ -79,18 +122,7 @@ class EmulatorFixture(fixtures.Fixture):
             return src.read()[-4000:]
 
     def _stop(self):
-        """SIGTERM (clean stop), then SIGKILL the whole process group."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(5)
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        process_group.stop(self.process, 20)
 
     def call(self, method, params=None):
         """The full JSON-RPC response dict."""

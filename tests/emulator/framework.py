@@ -70,10 +70,8 @@ def _bdev_config(target):
                 'block_size': bdev.block_size,
                 'readonly': bdev.readonly}})
     for ctrlr in target.nvme.controllers.values():
-        params = dict(name=ctrlr.name, hostnqn=ctrlr.hostnqn,
-                      **ctrlr.trid())
         calls.append({'method': 'bdev_nvme_attach_controller',
-                      'params': params})
+                      'params': ctrlr.config()})
     for bdev in target.bdevs:
         limits = {k: v for k, v in bdev.qos.items() if v}
         if limits:

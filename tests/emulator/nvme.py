@@ -14,6 +14,11 @@ from tests.emulator import errors
 from tests.emulator import nvmf_link
 from tests.emulator import params as p
 
+RECONNECT_KEYS = ('ctrlr_loss_timeout_sec', 'reconnect_delay_sec',
+                  'fast_io_fail_timeout_sec')
+# "For ever", in a unit the data plane's NBD client accepts.
+FOREVER_SEC = 3600 * 24
+
 
 class NvmeBdev(bdev_mod.Bdev):
     product_name = 'NVMe disk'
@@ -32,7 +37,8 @@ class NvmeBdev(bdev_mod.Bdev):
         self.proxy = proxy
 
     def source(self):
-        return ('nbd', self.proxy.unix_path, self.proxy.export_name)
+        return ('nbd', self.proxy.unix_path, self.proxy.export_name,
+                self.ctrlr.io_wait_sec())
 
     def supported_io_types(self):
         return bdev_mod.io_types(
@@ -55,7 +61,26 @@ class NvmeController(object):
             args.get('adrfam', 'ipv4').upper(), 'IPv4')
         self.subnqn = args['subnqn']
         self.hostnqn = args.get('hostnqn', '')
+        self.timeouts = {k: args[k] for k in RECONNECT_KEYS if k in args}
         self.bdevs = []
+
+    def io_wait_sec(self):
+        """How long I/O waits for a lost connection to come back.
+
+        SPDK queues I/O for fast_io_fail_timeout_sec (0: until the
+        controller is given up after ctrlr_loss_timeout_sec; -1: for
+        ever); with neither set it fails I/O at once.
+        """
+        fast_fail = self.timeouts.get('fast_io_fail_timeout_sec', 0)
+        loss = self.timeouts.get('ctrlr_loss_timeout_sec', 0)
+        if fast_fail:
+            return fast_fail
+        return FOREVER_SEC if loss == -1 else loss
+
+    def config(self):
+        """The bdev_nvme_attach_controller call that re-creates it."""
+        return dict(name=self.name, hostnqn=self.hostnqn, **self.trid(),
+                    **self.timeouts)
 
     def trid(self):
         return {'trtype': 'TCP', 'adrfam': self.adrfam,

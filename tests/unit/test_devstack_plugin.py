@@ -122,7 +122,12 @@ class DevstackPluginTest(base.TestCase):
             'spdk_thin_provision': 'True',
             'spdk_nvmf_address': '192.0.2.10',
             'spdk_target_id': 'aio-host',
+            'spdk_saved_config': self.saved_config(),
         }, self.section(conf, 'spdk'))
+
+    def saved_config(self):
+        """The file the target loads, which both drivers keep saved."""
+        return os.path.join(self.env['DATA_DIR'], 'spdk', 'spdk_tgt.json')
 
     def test_local_conf_backend_list_is_kept(self):
         self.prebuilt_spdk()
@@ -262,6 +267,7 @@ class DevstackPluginTest(base.TestCase):
             'vhost_socket_group': self.env['SPDK_GROUP'],
             'vhost_socket_mode': '0660',
             'guest_memory_source': 'memfd',
+            'spdk_saved_config': self.saved_config(),
         }, self.section(cpu, 'spdk_vhost'))
         self.assertEqual(
             'ComputeFilter,ImagePropertiesFilter,NUMATopologyFilter',

@@ -8,8 +8,6 @@ swept at the next start-up, with no scratch lvol or aio bdev left.
 """
 
 import os
-import subprocess
-import sys
 
 from cinder import exception
 import fixtures
@@ -21,33 +19,14 @@ from tests.emulator import fixture as emulator_fixture
 BASE_MIB = 256
 
 
-class RestartableEmulator(emulator_fixture.EmulatorFixture):
-    """An emulator that can be stopped and started on the same paths."""
-
-    def stop(self):
-        self._stop()
-        if os.path.exists(self.socket_path):
-            os.unlink(self.socket_path)
-
-    def start(self):
-        log = open(self.log_path, 'ab')
-        self.addCleanup(log.close)
-        self.process = subprocess.Popen(
-            [sys.executable, '-m', 'tests.emulator',
-             '--socket', self.socket_path, '--vhost-dir', self.vhost_dir,
-             '--state-dir', self.state_dir, '--core-mask', self.core_mask],
-            cwd=emulator_fixture.REPO, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True)
-        self._wait_ready()
-
-
 class RestartTest(imaging.ImageTestCase):
 
     def setUp(self):
         # The lvstore goes on an aio file instead of the base's malloc.
         base.CinderTestCase.setUp(self)
         self.tmp = self.useFixture(fixtures.TempDir()).path
-        self.target = self.useFixture(RestartableEmulator(use_real=False))
+        self.target = self.useFixture(emulator_fixture.EmulatorFixture(
+            use_real=False))
         self.base_file = os.path.join(self.tmp, 'lvs0.img')
         with open(self.base_file, 'wb') as out:
             out.truncate(BASE_MIB * imaging.MIB)

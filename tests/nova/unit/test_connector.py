@@ -38,7 +38,8 @@ class TestProperties(base.TestCase):
     def test_valid(self):
         self.check({'volume_id': VOLUME, 'transport': 'local', 'bdev': 'b',
                     'numa_node': 1})
-        self.check({'volume_id': VOLUME, 'transport': 'tcp', 'nqn': 'n',
+        self.check({'volume_id': VOLUME, 'transport': 'tcp',
+                    'nqn': 'nqn.2016-06.io.spdk:cinder:v1',
                     'traddr': '192.0.2.1'})
 
     def test_invalid(self):

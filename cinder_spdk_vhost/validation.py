@@ -1,0 +1,116 @@
+"""Checks of the driver's options and inputs, before any RPC is sent.
+
+Cinder's records and the compute host's connector end up in SPDK object
+names (lvols, NQNs); a malformed one must be refused with a Cinder
+exception naming it, not turned into a half-made object or a generic
+SPDK -32602. The exceptions: ``InvalidConfigurationValue`` (options, at
+``do_setup``), ``InvalidInput`` (volume names and sizes) and
+``InvalidConnectorException`` (connector properties).
+"""
+
+import ipaddress
+import os
+import re
+
+from cinder import exception
+
+from os_brick_connector import validation as brick_validation
+
+# SPDK lvol and lvol store names: at most 63 bytes (SPDK_LVOL_NAME_MAX
+# minus the NUL); ours are also never paths.
+_NAME = re.compile(r'^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$')
+# 1 PiB: far above any real lvstore, far below what overflows SPDK's
+# size_in_mib arithmetic; anything bigger is a typo or an attack.
+MAX_SIZE_GB = 1024 * 1024
+TARGET_ID_MAX = 255
+
+
+def _bad_option(option, value, why):
+    return exception.InvalidConfigurationValue(
+        option=option, value='%r (%s)' % (value, why))
+
+
+def is_name(value):
+    return isinstance(value, str) and bool(_NAME.fullmatch(value))
+
+
+def check_config(conf):
+    """Refuse unusable backend options, naming the option."""
+    if not conf.spdk_lvstores:
+        raise _bad_option('spdk_lvstores', conf.spdk_lvstores,
+                          'at least one lvol store is needed')
+    for lvs in conf.spdk_lvstores:
+        if not is_name(lvs):
+            raise _bad_option('spdk_lvstores', lvs,
+                              'not an SPDK lvol store name')
+    prefix = conf.spdk_nvmf_nqn_prefix
+    sample = '%s:volume-%s' % (prefix, '0' * 36)
+    if not brick_validation.is_nqn(sample):
+        raise _bad_option('spdk_nvmf_nqn_prefix', prefix,
+                          'NQNs made from it are not valid NVMe Qualified '
+                          'Names of at most %d bytes'
+                          % brick_validation.NQN_MAX)
+    try:
+        ipaddress.ip_address(conf.spdk_nvmf_address)
+    except ValueError as err:
+        raise _bad_option('spdk_nvmf_address', conf.spdk_nvmf_address,
+                          'SPDK listens on IP addresses only') from err
+    target_id = conf.spdk_target_id
+    if target_id is not None and (
+            not target_id or len(target_id) > TARGET_ID_MAX or
+            not target_id.isprintable() or ' ' in target_id):
+        raise _bad_option('spdk_target_id', target_id,
+                          'must be 1-%d printable characters without '
+                          'spaces' % TARGET_ID_MAX)
+    if conf.spdk_rpc_address is not None and conf.spdk_rpc_port is None:
+        raise _bad_option('spdk_rpc_port', None,
+                          'required with spdk_rpc_address')
+    for option in ('spdk_rpc_socket', 'spdk_image_staging_dir'):
+        path = getattr(conf, option)
+        if path is not None and (not os.path.isabs(path) or
+                                 '..' in path.split(os.sep)):
+            raise _bad_option(option, path, 'must be an absolute path '
+                              'without ".." parts')
+
+
+def check_size(size_gb, what='size'):
+    if isinstance(size_gb, bool) or not isinstance(size_gb, int) or \
+            not 1 <= size_gb <= MAX_SIZE_GB:
+        raise exception.InvalidInput(
+            reason='%s %r is not a whole number of GiB between 1 and %d'
+                   % (what, size_gb, MAX_SIZE_GB))
+
+
+def check_volume(volume):
+    """The volume's lvol name and size, as SPDK will be asked for them."""
+    if not is_name(volume.name):
+        raise exception.InvalidInput(
+            reason='volume name %r cannot name an SPDK lvol (at most 63 '
+                   'of A-Z a-z 0-9 _ . -)' % (volume.name,))
+    check_size(volume.size)
+
+
+def _bad_connector(what):
+    return exception.InvalidConnectorException(missing=what)
+
+
+def check_connector(connector, need_nqn):
+    """Refuse connector properties the driver cannot act on safely.
+
+    ``connector`` is os-brick's dict; ``nqn`` must be a real NQN when the
+    volume is exported over NVMe-oF (it is the only host admitted).
+    """
+    if not isinstance(connector, dict):
+        raise _bad_connector('a dict of connector properties (got %s)'
+                             % type(connector).__name__)
+    target_id = connector.get('spdk_target_id')
+    if target_id is not None and not isinstance(target_id, str):
+        raise _bad_connector('a string spdk_target_id (got %r)'
+                             % (target_id,))
+    nqn = connector.get('nqn')
+    if not nqn and not need_nqn:
+        return
+    if not nqn:
+        raise _bad_connector('nqn')
+    if not brick_validation.is_nqn(nqn):
+        raise _bad_connector('a valid NVMe host nqn (got %.80r)' % (nqn,))

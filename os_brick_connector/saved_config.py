@@ -1,0 +1,218 @@
+"""Keep the SPDK target's saved config in step with what the drivers do.
+
+vhost controllers, NVMe-oF subsystems, bdev_nvme attachments and QoS
+limits live only in the target's memory; ``spdk_tgt --json FILE`` replays
+a saved config when it starts. So after every change they make, the
+connector (compute side) and the Cinder driver (storage side) write the
+target's whole live config to ``spdk_saved_config`` (the file the service
+unit starts the target with), atomically, and before they report success.
+
+Reading and writing happen under one file lock (shared by every process
+on the host, Nova and Cinder alike), so a save that read the target
+after a change is always the one written last: no change is lost and no
+deleted object comes back. A change whose save shows the target lost it
+(it restarted in between) is reported by the caller, see :func:`names`.
+"""
+
+import contextlib
+import fcntl
+import json
+import os
+import tempfile
+
+from oslo_log import log
+
+from os_brick_connector import connector_errors as errors
+from os_brick_connector import exception as spdk_exc
+
+LOG = log.getLogger(__name__)
+
+# Methods replayed only once every bdev they may name exists: SPDK's own
+# save_config puts QoS limits before bdev_wait_for_examine, where an lvol
+# (found by examining its base bdev) may not be registered yet.
+_AFTER_EXAMINE = ('bdev_set_qos_limit',)
+_EXAMINE = {'method': 'bdev_wait_for_examine'}
+
+
+class ConfigNotSaved(Exception):
+    """The saved config could not be written."""
+
+    def __init__(self, path, reason):
+        self.path = path
+        super().__init__('cannot save the SPDK config to %s: %s'
+                         % (path, reason))
+
+
+def replay_order(doc):
+    """``doc`` with each bdev entry placed where a replay can run it.
+
+    Base bdevs, then bdev_nvme attachments, then bdev_wait_for_examine
+    (lvstores and their lvols appear), then QoS limits. Subsystems stay in
+    SPDK's dependency order, so vhost controllers and NVMe-oF namespaces
+    come after every bdev.
+    """
+    out = []
+    for item in doc['subsystems']:
+        config = item.get('config')
+        if item.get('subsystem') == 'bdev' and config:
+            early = [c for c in config if c['method'] not in
+                     _AFTER_EXAMINE and c != _EXAMINE]
+            late = [c for c in config if c['method'] in _AFTER_EXAMINE]
+            config = early + [dict(_EXAMINE)] + late
+        out.append({'subsystem': item.get('subsystem'), 'config': config})
+    return {'subsystems': out}
+
+
+def names(doc, method, key):
+    """The ``params[key]`` of every ``method`` entry of a saved config."""
+    found = []
+    for item in doc['subsystems']:
+        for entry in item.get('config') or ():
+            if entry.get('method') == method:
+                found.append(entry.get('params', {}).get(key))
+    return found
+
+
+def write_atomic(path, doc, mode=0o640):
+    """Replace ``path`` with ``doc`` so a crash leaves old or new, whole."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory,
+                               prefix='.%s.' % os.path.basename(path))
+    try:
+        with os.fdopen(fd, 'w') as out:
+            os.fchmod(out.fileno(), mode)
+            json.dump(doc, out, indent=2)
+            out.write('\n')
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+@contextlib.contextmanager
+def file_lock(path):
+    """An exclusive flock on ``path``.lock, across processes.
+
+    ``flock(1)`` on the same file is what the service unit's ExecStop
+    takes, so its save cannot interleave with a driver's either.
+    """
+    with open(path + '.lock', 'a') as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+
+class ConfigSaver(object):
+    """Saves one target's live config to one file; a no-op without one.
+
+    ``transient(entry)`` may name config entries not worth replaying
+    (scratch bdevs that are gone again by the next save).
+    """
+
+    def __init__(self, client, path, transient=None):
+        self.client = client
+        self.path = path
+        self._transient = transient
+
+    @classmethod
+    def from_conf(cls, client, conf, transient=None):
+        return cls(client, conf.spdk_saved_config, transient=transient)
+
+    @property
+    def enabled(self):
+        return bool(self.path)
+
+    def _filtered(self, doc):
+        if self._transient is None:
+            return doc
+        for item in doc['subsystems']:
+            if item.get('config'):
+                item['config'] = [c for c in item['config']
+                                  if not self._transient(c)]
+        return doc
+
+    def save(self):
+        """Write the live config; return it (None when disabled).
+
+        Raises :class:`ConfigNotSaved` (the target is unreachable, or the
+        file cannot be written): the caller's change is then not durable.
+        """
+        if not self.enabled:
+            return None
+        try:
+            with file_lock(self.path):
+                doc = replay_order(self._filtered(self.client.save_config()))
+                write_atomic(self.path, doc)
+        except spdk_exc.SpdkRpcError as err:
+            raise ConfigNotSaved(self.path, err) from err
+        except OSError as err:
+            raise ConfigNotSaved(self.path, err) from err
+        LOG.debug('Saved the SPDK config of %s to %s', self.client.target,
+                  self.path)
+        return doc
+
+
+class ControllerSaver(object):
+    """The connector's use of a :class:`ConfigSaver`, vhost-blk aware.
+
+    Each save is also a check: the saved config must hold a controller
+    just created and not hold one just deleted. Either can fail only if
+    the target restarted between the change and the save (it then came
+    back from an older file), and that must not go unnoticed.
+    """
+
+    # A detach that finds its controller back deletes it again, this many
+    # rounds in all: one per target restart racing with it.
+    rounds = 3
+
+    def __init__(self, saver):
+        self.saver = saver
+
+    def _controllers(self):
+        """Save; the saved controller names (None: saving is off)."""
+        try:
+            doc = self.saver.save()
+        except ConfigNotSaved as err:
+            raise errors.TargetConfigNotSaved(path=err.path,
+                                              reason=err) from err
+        if doc is None:
+            return None
+        return names(doc, 'vhost_create_blk_controller', 'ctrlr')
+
+    def save_with(self, name):
+        """Save; raise if the target no longer has controller ``name``."""
+        saved = self._controllers()
+        if saved is not None and name not in saved:
+            raise errors.TargetRestarted(ctrlr=name, state='without it')
+
+    def until_gone(self, name, delete):
+        """Run ``delete()`` until a save shows controller ``name`` gone.
+
+        ``delete`` returns whether it deleted the controller (False: it
+        was left in place on purpose, e.g. a forced detach).
+        """
+        for _round in range(self.rounds):
+            gone = delete()
+            saved = self._controllers()
+            if not gone or saved is None or name not in saved:
+                return
+            LOG.warning('vhost-blk controller %s came back with a target '
+                        'restart; deleting it again', name)
+        raise errors.TargetRestarted(ctrlr=name, state='with it again')
+
+    def save_quietly(self):
+        """Save after undoing a failed connect; a failure is only logged."""
+        try:
+            self.saver.save()
+        except ConfigNotSaved as err:
+            LOG.warning('After undoing a failed connect: %s', err)

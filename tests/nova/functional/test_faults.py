@@ -1,0 +1,163 @@
+"""Faults on the wire between the connector and the compute target.
+
+The connector talks to its SPDK target through tests.fault_proxy, which
+loses the reply of a call that did run or stalls it past the timeout;
+the connector must raise, and leave no vhost controller and no NVMe-oF
+attachment behind. Also: a second host cannot reach a volume exported
+to the first.
+"""
+
+import os
+
+import fixtures
+
+from os_brick_connector import connector
+from os_brick_connector import connector_errors as errors
+from os_brick_connector import exception as spdk_exc
+from os_brick_connector import nvme_initiator
+from os_brick_connector import spdk_rpc
+from tests import fault_proxy
+from tests.nova.functional import test_connector as base_tests
+
+GROUP = base_tests.GROUP
+OTHER_NQN = ('nqn.2014-08.org.nvmexpress:uuid:'
+             '2c5f39cb-3fb2-42e3-994a-c0b872ce4f0c')
+
+
+class TcpCase(base_tests.ConnectorTestCase):
+    """Plus a storage target, and a connector behind a fault proxy."""
+
+    # TestTcpConnect's helpers, not its tests (test_connector runs them).
+    export = base_tests.TestTcpConnect.export
+    nvme_names = base_tests.TestTcpConnect.nvme_names
+
+    def setUp(self):
+        super().setUp()
+        self.storage_target, self.storage = base_tests.start_target(
+            self, core_mask='0x1', reactor_numa=(0,))
+        self.storage.nvmf_create_transport('TCP')
+        self.proxy = self.useFixture(fault_proxy.FaultProxyFixture(
+            self.target.socket_path)).proxy
+        self.cfg.config(group=GROUP, spdk_rpc_socket=self.proxy.path,
+                        spdk_rpc_timeout=1.0, spdk_rpc_connect_retries=0)
+        self.faulty = connector.SpdkVhostConnector(
+            None, conf=self.conf,
+            client=spdk_rpc.SpdkClient.from_conf(self.conf))
+        self.addCleanup(self.faulty.client.close)
+
+
+class FaultTest(TcpCase):
+
+    def check(self, method, action, seconds=0):
+        props = self.export(base_tests.VOLUME_A)
+        self.proxy.fail(method, action, seconds=seconds)
+        self.assertRaises(spdk_exc.SpdkTransportError,
+                          self.faulty.connect_volume, props)
+        self.assertEqual([(method, action)], self.proxy.fired)
+        self.assertEqual([], self.controller_names())
+        self.assertEqual([], self.nvme_names())
+        # And a retry by Nova succeeds.
+        info = self.connect(props)
+        self.assertEqual(['vhost-' + base_tests.VOLUME_A],
+                         self.controller_names())
+        self.faulty.disconnect_volume(props, info)
+        self.assertEqual([], self.nvme_names())
+
+    def test_controller_reply_lost(self):
+        self.check('vhost_create_blk_controller', 'cut_after')
+
+    def test_nvme_attach_reply_lost(self):
+        self.check('bdev_nvme_attach_controller', 'cut_after')
+
+    def test_controller_times_out(self):
+        self.check('vhost_create_blk_controller', 'delay', seconds=2)
+
+    def test_lost_undo_keeps_shared_nvme_controller(self):
+        """An NVMe controller another volume uses survives the undo."""
+        props_b = self.export(base_tests.VOLUME_B)
+        self.connect(props_b)
+        props_a = dict(props_b, volume_id=base_tests.VOLUME_A)
+        self.proxy.fail('vhost_create_blk_controller', 'cut_after')
+        self.assertRaises(spdk_exc.SpdkTransportError,
+                          self.faulty.connect_volume, props_a)
+        self.assertEqual(['vhost-' + base_tests.VOLUME_B],
+                         self.controller_names())
+        self.assertEqual([nvme_initiator.controller_name(props_b)],
+                         self.nvme_names())
+
+    def test_second_host_is_refused(self):
+        """A third target (another compute host) with its own NQN."""
+        props = self.export(base_tests.VOLUME_A)
+        self.connect(props)
+        _target, other = base_tests.start_target(self, core_mask='0x1',
+                                                 reactor_numa=(0,))
+        self.cfg.config(group=GROUP, host_nqn=OTHER_NQN)
+        intruder = connector.SpdkVhostConnector(None, conf=self.conf,
+                                                client=other)
+        err = self.assertRaises(spdk_exc.SpdkRpcError,
+                                intruder.connect_volume,
+                                dict(props, host_nqn=OTHER_NQN))
+        self.assertEqual('bdev_nvme_attach_controller', err.method)
+        self.assertEqual([], other.bdev_nvme_get_controllers())
+        self.assertEqual([], other.vhost_get_controllers())
+
+
+class SocketModeTest(base_tests.ConnectorTestCase):
+
+    def test_world_writable_mode_refused_at_construction(self):
+        for mode in ('0666', '0662', '0777', 'rw', '01777'):
+            with self.subTest(mode=mode):
+                self.cfg.config(group=GROUP, vhost_socket_mode=mode)
+                err = self.assertRaises(
+                    errors.InvalidConnectorConfig,
+                    connector.SpdkVhostConnector, None, conf=self.conf,
+                    client=self.client)
+                self.assertIn('vhost_socket_mode', str(err))
+
+    def test_unknown_group_refused(self):
+        self.cfg.config(group=GROUP, vhost_socket_group='no-such-group')
+        err = self.assertRaises(errors.InvalidConnectorConfig,
+                                connector.SpdkVhostConnector, None,
+                                conf=self.conf, client=self.client)
+        self.assertIn('vhost_socket_group', str(err))
+
+    def test_world_writable_rpc_socket_warns(self):
+        logger = self.useFixture(fixtures.FakeLogger(
+            name='os_brick_connector.validation'))
+        os.chmod(self.target.socket_path, 0o660)
+        connector.SpdkVhostConnector(None, conf=self.conf,
+                                     client=self.client)
+        self.assertEqual('', logger.output)
+        os.chmod(self.target.socket_path, 0o666)
+        connector.SpdkVhostConnector(None, conf=self.conf,
+                                     client=self.client)
+        self.assertIn('world-writable', logger.output)
+        self.assertIn(self.target.socket_path, logger.output)
+
+
+SECRET = 'DHHC-1:00:c2VjcmV0LXRoYXQtbXVzdC1uZXZlci1iZS1sb2dnZWQ=:'
+
+
+class SecretsNotLoggedTest(TcpCase):
+    """A full attach/detach at DEBUG: no secret in any log line.
+
+    Nothing in this project sends key material to SPDK yet (no TLS PSK or
+    DH-HMAC-CHAP, see doc/source/admin/operations.rst), but Cinder may
+    put secrets in connection_info (as other drivers put CHAP passwords),
+    and os-brick's call tracing and our RPC log print whole dicts.
+    """
+
+    def test_attach_detach_at_debug(self):
+        logger = self.useFixture(fixtures.FakeLogger(level='DEBUG'))
+        props = self.export(base_tests.VOLUME_A)
+        props.update(dhchap_key=SECRET, dhchap_ctrlr_key=SECRET, psk=SECRET,
+                     auth_password=SECRET)
+        info = self.faulty.connect_volume(props)
+        self.faulty.disconnect_volume(props, info)
+        self.storage.nvmf_subsystem_add_host(props['nqn'], OTHER_NQN,
+                                             psk=SECRET)
+        output = logger.output
+        self.assertIn('connect_volume', output)
+        self.assertIn('nvmf_subsystem_add_host', output)
+        self.assertNotIn(SECRET, output)
+        self.assertNotIn('c2VjcmV0', output)

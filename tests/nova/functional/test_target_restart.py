@@ -1,0 +1,252 @@
+"""A writing guest rides out a crash of the SPDK target under it.
+
+The connector saves the target's config after each change
+(``[spdk_vhost] spdk_saved_config``); the emulator is SIGKILLed (its
+qemu-storage-daemon dies with it) and restarted with ``--json`` of that
+file, as the service unit does. The guest's vhost-user disk reconnects
+(QEMU ``reconnect``) and its verified-pattern writer goes on with no I/O
+error, and a write acknowledged before the crash is still there after.
+Base bdevs are aio files: malloc data would not survive, as in SPDK.
+"""
+
+import hashlib
+import os
+import threading
+import time
+
+import fixtures
+from oslo_config import cfg
+from oslo_config import fixture as config_fixture
+
+from os_brick_connector import config
+from os_brick_connector import connector
+from os_brick_connector import privileged
+from os_brick_connector import saved_config
+from os_brick_connector import spdk_rpc
+from tests import base
+from tests.emulator import fixture as emulator_fixture
+from tests.guest import qemu
+from tests import net
+from tests.nova import fake_sysfs
+
+GROUP = 'spdk_vhost'
+LVS = 'lvs0'
+MIB = 1024 * 1024
+HOST_NQN = ('nqn.2014-08.org.nvmexpress:uuid:'
+            '1b4e28ba-2fa1-11d2-883f-b9a761bde3fb')
+VOLUME = '6a1c7b8e-0d2f-4c3e-9a51-0a2b3c4d5e6f'
+QOS = {'total_iops_sec': '50000'}
+WRITER = (MIB, 65536)
+KEPT = (4 * MIB, 65536)
+
+
+class Host(object):
+    """One emulated SPDK target with an aio lvstore and a saved config."""
+
+    def __init__(self, test, name, core_mask='0x3', reactor_numa=(0, 0)):
+        tmp = test.useFixture(fixtures.TempDir()).path
+        self.saved = os.path.join(tmp, name + '.json')
+        self.target = test.useFixture(emulator_fixture.EmulatorFixture(
+            core_mask=core_mask, reactor_numa=list(reactor_numa),
+            use_real=False, json_config=self.saved))
+        # Retries ride out the seconds a restart takes.
+        self.client = spdk_rpc.SpdkClient(
+            socket_path=self.target.socket_path, timeout=30,
+            connect_retries=100, retry_interval=0.1)
+        test.addCleanup(self.client.close)
+        base_file = os.path.join(tmp, name + '-base.img')
+        with open(base_file, 'wb') as out:
+            out.truncate(64 * MIB)
+        self.client.bdev_aio_create(base_file, 'base0')
+        self.client.call('bdev_lvol_create_lvstore', {
+            'bdev_name': 'base0', 'lvs_name': LVS, 'cluster_sz': MIB})
+        self.saver = saved_config.ConfigSaver(self.client, self.saved)
+
+    def crash_and_restart(self):
+        self.client.close()
+        self.target.restart(crash=True)
+
+
+class RestartTestCase(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(fixtures.Timeout(600, gentle=True))
+        self.compute = Host(self, 'compute')
+        self.sysfs = self.useFixture(fake_sysfs.FakeSysfs({0: '0-1'}))
+        conf = cfg.ConfigOpts()
+        config.register_connector_opts(conf)
+        self.cfg = self.useFixture(config_fixture.Config(conf))
+        self.cfg.config(group=GROUP,
+                        spdk_rpc_socket=self.compute.target.socket_path,
+                        spdk_saved_config=self.compute.saved,
+                        sysfs_root=self.sysfs.root, host_nqn=HOST_NQN,
+                        disconnect_retry_interval=0.05,
+                        nvme_reconnect_delay_sec=1)
+        privileged.socket_access.set_client_mode(False)
+        self.addCleanup(privileged.socket_access.set_client_mode, True)
+        self.connector = connector.SpdkVhostConnector(
+            None, conf=conf[GROUP], client=self.compute.client)
+
+    def local_props(self):
+        lvol = self.compute.client.bdev_lvol_create(
+            VOLUME, 16, lvs_name=LVS, thin_provision=True)
+        return {'volume_id': VOLUME, 'bdev': '%s/%s' % (LVS, VOLUME),
+                'lvol_uuid': lvol, 'transport': 'local',
+                'access_mode': 'rw', 'block_size': 512, 'qos_specs': QOS}
+
+    def tcp_props(self, storage):
+        """What the Cinder driver does at attach, then saves."""
+        client = storage.client
+        lvol = client.bdev_lvol_create(VOLUME, 16, lvs_name=LVS,
+                                       thin_provision=True)
+        nqn = 'nqn.2016-06.io.spdk:cinder:' + VOLUME
+        port = str(net.free_port())
+        client.nvmf_create_transport('TCP')
+        client.nvmf_create_subsystem(nqn, allow_any_host=False)
+        client.nvmf_subsystem_add_ns(nqn, lvol)
+        client.nvmf_subsystem_add_listener(nqn, 'TCP', '127.0.0.1', port,
+                                           adrfam='IPv4')
+        client.nvmf_subsystem_add_host(nqn, HOST_NQN)
+        client.bdev_set_qos_limit(lvol, rw_ios_per_sec=40000)
+        storage.saver.save()
+        return {'volume_id': VOLUME, 'bdev': lvol, 'lvol_uuid': lvol,
+                'transport': 'tcp', 'nqn': nqn, 'traddr': '127.0.0.1',
+                'trsvcid': port, 'adrfam': 'ipv4', 'ns_id': 1,
+                'host_nqn': HOST_NQN, 'access_mode': 'rw',
+                'block_size': 512, 'qos_specs': QOS}
+
+    def attach(self, props):
+        info = self.connector.connect_volume(props)
+        self.addCleanup(self._detach, props, info)
+        return info
+
+    def _detach(self, props, info):
+        # The guest is gone by now (its fixture was set up later).
+        self.connector.disconnect_volume(props, info, force=True)
+
+    def boot(self, info):
+        return self.useFixture(qemu.GuestFixture(
+            [qemu.VhostUserDisk(info['path'], 1, reconnect=1)])).guest
+
+    def wait_writes(self, guest, count, timeout=120):
+        """Poll the background writer until it has done more than count."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            status = guest.execute(qemu.writer_status())
+            self.assertEqual('0', status['writer.failures'])
+            if int(status['writer.writes']) > count:
+                return int(status['writer.writes'])
+            time.sleep(0.5)
+        self.fail('guest writer stuck at %s writes' % count)
+
+    def assert_pattern(self, guest, where, token):
+        offset, length = where
+        got = guest.execute(qemu.read_back('vda', offset, length))
+        self.assertEqual(
+            hashlib.sha256(qemu.pattern_bytes(token, length)).hexdigest(),
+            got['vda.read@%d' % offset])
+
+    def controller_state(self, client, name):
+        ctrl = client.vhost_get_controllers(name=name)[0]
+        bdev = ctrl['backend_specific']['block']['bdev']
+        limits = client.bdev_get_bdevs(name=bdev)[0]['assigned_rate_limits']
+        return ctrl['socket'], ctrl['cpumask'], limits
+
+    def ride_out(self, guest, restart):
+        """Write, restart, write on: no failure, nothing lost."""
+        guest.execute(qemu.write_pattern('vda', KEPT[0], KEPT[1], 'kept'))
+        guest.execute(qemu.writer_start('vda', WRITER[0], WRITER[1],
+                                        'restart'))
+        before = self.wait_writes(guest, 2)
+        restart()
+        self.wait_writes(guest, before + 3)
+        stopped = guest.execute(qemu.writer_stop())
+        self.assertEqual('0', stopped['writer.failures'])
+        self.assert_pattern(guest, WRITER, 'restart')
+        self.assert_pattern(guest, KEPT, 'kept')
+
+
+class TestComputeTargetCrash(RestartTestCase):
+
+    def check_restart(self, props):
+        info = self.attach(props)
+        client = self.compute.client
+        state = self.controller_state(client, info['controller'])
+        guest = self.boot(info)
+        self.ride_out(guest, self.compute.crash_and_restart)
+        self.assertEqual(state,
+                         self.controller_state(client, info['controller']))
+        self.assertEqual(50000,
+                         state[2]['rw_ios_per_sec'])
+
+    def test_local_volume(self):
+        self.check_restart(self.local_props())
+
+    def test_tcp_volume(self):
+        storage = Host(self, 'storage', core_mask='0x1', reactor_numa=(0,))
+        self.check_restart(self.tcp_props(storage))
+
+
+class TestStorageTargetCrash(RestartTestCase):
+
+    def test_tcp_volume(self):
+        storage = Host(self, 'storage', core_mask='0x1', reactor_numa=(0,))
+        props = self.tcp_props(storage)
+        info = self.attach(props)
+        guest = self.boot(info)
+        exported = storage.client.call('nvmf_get_subsystems')
+        self.ride_out(guest, storage.crash_and_restart)
+        self.assertEqual(exported,
+                         storage.client.call('nvmf_get_subsystems'))
+        self.assertEqual(40000, storage.client.bdev_get_bdevs(
+            name=props['bdev'])[0]['assigned_rate_limits']['rw_ios_per_sec'])
+
+
+class TestRacingRestart(RestartTestCase):
+    """Attach and detach race a crash: what is left is what they said."""
+
+    def test_attach_and_detach_racing_a_crash(self):
+        client = self.compute.client
+        volumes = ['%s-%d' % (VOLUME[:-2], n) for n in range(4)]
+        props = {}
+        for volume in volumes:
+            lvol = client.bdev_lvol_create(volume, 4, lvs_name=LVS,
+                                           thin_provision=True)
+            props[volume] = {'volume_id': volume, 'lvol_uuid': lvol,
+                             'bdev': '%s/%s' % (LVS, volume),
+                             'transport': 'local', 'access_mode': 'rw'}
+        attached, to_attach = volumes[:2], volumes[2:]
+        for volume in attached:
+            self.connector.connect_volume(props[volume])
+        outcome = {}
+
+        def run(volume, action):
+            try:
+                action(props[volume])
+                outcome[volume] = 'ok'
+            except Exception as err:  # noqa: the outcome is asserted
+                outcome[volume] = err
+
+        threads = [threading.Thread(target=run, args=(
+            v, lambda p: self.connector.disconnect_volume(p, None)))
+            for v in attached]
+        threads += [threading.Thread(target=run, args=(
+            v, self.connector.connect_volume)) for v in to_attach]
+        for thread in threads:
+            thread.start()
+        time.sleep(0.05)
+        self.compute.crash_and_restart()
+        for thread in threads:
+            thread.join(120)
+        # Once more: whatever survives must be in the saved config.
+        self.compute.crash_and_restart()
+        present = {c['ctrlr'] for c in client.vhost_get_controllers()}
+        for volume in attached:
+            self.assertEqual('ok', outcome[volume])
+            self.assertNotIn('vhost-' + volume, present)
+        for volume in to_attach:
+            self.assertEqual(outcome[volume] == 'ok',
+                             'vhost-' + volume in present, outcome)
+        for name in present:
+            client.vhost_delete_controller(name)

@@ -1,0 +1,59 @@
+"""Start-time option checks of the connector and the Nova driver."""
+
+from nova import exception as nova_exc
+from oslo_config import fixture as config_fixture
+
+from nova_vhost_user import driver
+from nova_vhost_user import volume
+from os_brick_connector import config
+from os_brick_connector import validation
+from tests import base
+from tests import fuzz
+
+
+class TestNqn(base.TestCase):
+
+    def test_nqns(self):
+        for good in (fuzz.GOOD_NQN, 'nqn.2016-06.io.spdk:cnode1',
+                     'nqn.2014-08.org.nvmexpress.discovery'):
+            self.assertTrue(validation.is_nqn(good), good)
+        for bad in ('', 'nqn', 'iqn.2016-06.io.spdk:x', 'nqn.2016-6.io:x',
+                    'nqn.2016-13.io.spdk:x', 'nqn.2016-06.io.spdk:a b',
+                    'nqn.2016-06.io.spdk:' + 'x' * 210, None, 7,
+                    'nqn.2016-06..io:x', 'nqn.2016-06.io.spdk:x\n'):
+            self.assertFalse(validation.is_nqn(bad), bad)
+
+
+class TestInitHost(base.TestCase):
+    """init_host refuses bad [spdk_vhost] options, naming them."""
+
+    def setUp(self):
+        super().setUp()
+        config.register_connector_opts(volume.CONF)
+        self.conf = self.useFixture(config_fixture.Config(volume.CONF))
+
+    def check(self, option, value):
+        self.conf.config(group='spdk_vhost', **{option: value})
+        err = self.assertRaises(
+            nova_exc.InvalidConfiguration,
+            driver.LibvirtVhostUserDriver._check_spdk_options)
+        self.assertIn(option, str(err))
+        volume.CONF.clear_override(option, group='spdk_vhost')
+
+    def test_bad_options(self):
+        self.check('vhost_socket_mode', '0666')
+        self.check('vhost_socket_owner', 'no-such-user-here')
+        self.check('host_nqn', 'my-host')
+        self.check('spdk_rpc_socket', 'relative.sock')
+        self.check('sysfs_root', '/sys/../etc')
+
+    def test_fast_io_fail_within_loss_timeout(self):
+        self.conf.config(group='spdk_vhost', nvme_ctrlr_loss_timeout_sec=5,
+                         nvme_fast_io_fail_timeout_sec=10)
+        err = self.assertRaises(
+            nova_exc.InvalidConfiguration,
+            driver.LibvirtVhostUserDriver._check_spdk_options)
+        self.assertIn('nvme_fast_io_fail_timeout_sec', str(err))
+
+    def test_defaults_pass(self):
+        driver.LibvirtVhostUserDriver._check_spdk_options()

@@ -1,0 +1,100 @@
+"""The saved config: replay order, atomic replacement, no-op when off."""
+
+import json
+import os
+import stat
+
+import fixtures
+
+from os_brick_connector import exception as spdk_exc
+from os_brick_connector import saved_config
+from tests import base
+
+QOS = {'method': 'bdev_set_qos_limit',
+       'params': {'name': 'lvol-uuid', 'rw_ios_per_sec': 1000}}
+AIO = {'method': 'bdev_aio_create', 'params': {'name': 'base0'}}
+EXAMINE = {'method': 'bdev_wait_for_examine'}
+VHOST = {'method': 'vhost_create_blk_controller',
+         'params': {'ctrlr': 'vhost-a', 'dev_name': 'lvol-uuid'}}
+
+
+def document(bdev_config):
+    return {'subsystems': [
+        {'subsystem': 'bdev', 'config': bdev_config},
+        {'subsystem': 'scsi', 'config': None},
+        {'subsystem': 'vhost_blk', 'config': [VHOST]}]}
+
+
+class FakeClient(object):
+    """Answers save_config with a given document, or fails."""
+
+    target = 'unix:/fake'
+
+    def __init__(self, doc=None, error=None):
+        self.doc = doc
+        self.error = error
+
+    def save_config(self):
+        if self.error is not None:
+            raise self.error
+        return json.loads(json.dumps(self.doc))
+
+
+class TestSavedConfig(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.dir = self.useFixture(fixtures.TempDir()).path
+        self.path = os.path.join(self.dir, 'spdk_tgt.json')
+
+    def test_qos_is_replayed_after_examine(self):
+        ordered = saved_config.replay_order(document([QOS, AIO, EXAMINE]))
+        self.assertEqual([AIO, EXAMINE, QOS],
+                         ordered['subsystems'][0]['config'])
+        self.assertIsNone(ordered['subsystems'][1]['config'])
+
+    def test_examine_is_added_when_missing(self):
+        ordered = saved_config.replay_order(document([AIO]))
+        self.assertEqual([AIO, EXAMINE], ordered['subsystems'][0]['config'])
+
+    def test_save_replaces_the_file_whole(self):
+        with open(self.path, 'w') as out:
+            out.write('old')
+        saver = saved_config.ConfigSaver(FakeClient(document([AIO])),
+                                         self.path)
+        doc = saver.save()
+        with open(self.path) as src:
+            self.assertEqual(doc, json.load(src))
+        self.assertEqual(['vhost-a'], saved_config.names(
+            doc, 'vhost_create_blk_controller', 'ctrlr'))
+        self.assertEqual(0o640, stat.S_IMODE(os.stat(self.path).st_mode))
+        self.assertEqual(['spdk_tgt.json', 'spdk_tgt.json.lock'],
+                         sorted(os.listdir(self.dir)))
+
+    def test_failed_save_keeps_the_old_file(self):
+        with open(self.path, 'w') as out:
+            out.write('old')
+        saver = saved_config.ConfigSaver(FakeClient(error=spdk_exc.Timeout(
+            'framework_get_config')), self.path)
+        self.assertRaises(saved_config.ConfigNotSaved, saver.save)
+        with open(self.path) as src:
+            self.assertEqual('old', src.read())
+
+    def test_unwritable_directory_is_a_clear_error(self):
+        saver = saved_config.ConfigSaver(
+            FakeClient(document([])), os.path.join(self.dir, 'no', 'f'))
+        err = self.assertRaises(saved_config.ConfigNotSaved, saver.save)
+        self.assertIn(os.path.join(self.dir, 'no', 'f'), str(err))
+
+    def test_transient_entries_are_left_out(self):
+        saver = saved_config.ConfigSaver(
+            FakeClient(document([AIO, QOS])), self.path,
+            transient=lambda entry: entry['method'] == 'bdev_aio_create')
+        self.assertEqual([EXAMINE, QOS],
+                         saver.save()['subsystems'][0]['config'])
+
+    def test_disabled_saver_does_nothing(self):
+        saver = saved_config.ConfigSaver(FakeClient(error=AssertionError()),
+                                         None)
+        self.assertIsNone(saver.save())
+        self.assertEqual([], os.listdir(self.dir))
