@@ -189,8 +189,18 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
                 data='lvol %s vanished' % alias)
         return lvol
 
-    def _apply_qos(self, alias, limits):
+    def _apply_qos(self, alias, limits, rb=None):
+        """Put ``limits`` in force; with ``rb``, a failure restores the old.
+
+        The undo is registered first: a failure after SPDK took the new
+        limit (the read-back, the config save) must not leave it in force
+        on a volume whose retype or extend is reported failed.
+        """
         lvol = self._lvol(alias)
+        if rb is not None:
+            old = qos_apply.in_force(self.client, lvol.uuid)
+            rb.add('restore QoS of %s' % alias, qos_apply.apply,
+                   self.client, self.exporter, lvol, old)
         qos_apply.apply(self.client, self.exporter, lvol, limits)
         self._persist()
 
@@ -331,7 +341,7 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
                                          lvols.size_in_mib(new_size))
             rb.add('shrink %s back' % lvol.alias,
                    self.client.bdev_lvol_resize, lvol.alias, lvol.size_mib)
-            self._apply_qos(lvol.alias, limits)
+            self._apply_qos(lvol.alias, limits, rb)
 
     def create_volume_from_snapshot(self, volume, snapshot):
         validation.check_volume(volume)
@@ -524,8 +534,9 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
         limits = self._limits(new_type['id'] if new_type else None,
                               volume.size)
         with locks.locked(locks.vlock(volume.id)), \
-                errors.translated('retype volume %s' % volume.id):
-            self._apply_qos(self._get(volume).alias, limits)
+                errors.translated('retype volume %s' % volume.id), \
+                rollback.Rollback('retype volume %s' % volume.id) as rb:
+            self._apply_qos(self._get(volume).alias, limits, rb)
         return True, None
 
     # -- export ----------------------------------------------------------

@@ -141,11 +141,12 @@ class VolumeErrorsTest(ErrorTableTestCase):
         self.check(
             lambda: (self.volume(vtype=vtype), 2),
             'extend_volume',
-            # Not the read-back after the new limit is in force: extend
-            # does not restore the old limit then (a known gap).
+            # Up to the read-back after the new limit is in force: the old
+            # limit is restored along with the old size.
             ['bdev_get_bdevs', 'bdev_lvol_resize', 'bdev_get_bdevs#1',
-             'bdev_get_bdevs#2', 'nvmf_create_subsystem',
-             'nvmf_subsystem_add_ns', 'bdev_set_qos_limit#1'])
+             'bdev_get_bdevs#2', 'bdev_get_bdevs#3', 'nvmf_create_subsystem',
+             'nvmf_subsystem_add_ns', 'bdev_set_qos_limit#1',
+             'bdev_get_bdevs#4'])
 
     def test_manage_existing_get_size(self):
         def prepare():
@@ -182,9 +183,9 @@ class VolumeErrorsTest(ErrorTableTestCase):
             lambda: (self.ctxt, self.volume(size=3, vtype=old), new, {},
                      {'host': dbase.base.HOST + '#' + dbase.LVS}),
             'retype',
-            ['bdev_get_bdevs', 'bdev_get_bdevs#1', 'nvmf_create_subsystem',
-             'nvmf_subsystem_add_ns', 'bdev_set_qos_limit#1',
-             'bdev_get_bdevs#2'])
+            ['bdev_get_bdevs', 'bdev_get_bdevs#1', 'bdev_get_bdevs#2',
+             'nvmf_create_subsystem', 'nvmf_subsystem_add_ns',
+             'bdev_set_qos_limit#1', 'bdev_get_bdevs#3'])
 
 
 class SnapshotErrorsTest(ErrorTableTestCase):
