@@ -271,6 +271,15 @@ def bdev_lvol_decouple_parent(target, args):
     parent = lvol.parent
     if parent is None and lvol.esnap is None:
         return True
+    # SPDK allocates and copies each cluster the parent holds and the lvol
+    # does not; the clusters it keeps thin stay thin.
+    if parent is not None:
+        below = parent.own_clusters()
+    else:
+        below = lvstore.clusters_of(
+            target.dataplane.allocated_extents(lvol.esnap['path']),
+            lvol.lvs.cluster_size, lvol.num_clusters)
+    _need_clusters(lvol.lvs, len(below - lvol.own_clusters()))
     new_backing = _parent_source(parent) if parent else None
     target.dataplane.rebase_image(lvol.path, new_backing)
     if parent is not None:

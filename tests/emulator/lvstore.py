@@ -28,6 +28,16 @@ def _mask_pages(bits):
     return _ceil_div(_MD_MASK_HEADER + _ceil_div(bits, 8), _MD_PAGE)
 
 
+def clusters_of(extents, cluster_size, limit):
+    """Indices (below limit) of the clusters that byte extents touch."""
+    clusters = set()
+    for offset, length in extents:
+        if length > 0:
+            clusters.update(range(offset // cluster_size,
+                                  (offset + length - 1) // cluster_size + 1))
+    return {c for c in clusters if c < limit}
+
+
 class Lvstore(object):
     """A blobstore on a base bdev."""
 
@@ -156,17 +166,15 @@ class Lvol(bdev_mod.Bdev):
         # SPDK keeps a blob in its snapshot list only while it has clones.
         return bool(self.clones())
 
-    def allocated_clusters(self):
+    def own_clusters(self):
+        """Indices of the clusters this lvol's own layer holds."""
         if not self.thin:
-            return self.num_clusters
-        extents = self.lvs.target.dataplane.allocated_extents(self.path)
-        clusters = set()
-        size = self.lvs.cluster_size
-        for offset, length in extents:
-            if length > 0:
-                clusters.update(range(offset // size,
-                                      (offset + length - 1) // size + 1))
-        return len([c for c in clusters if c < self.num_clusters])
+            return set(range(self.num_clusters))
+        return clusters_of(self.lvs.target.dataplane.allocated_extents(
+            self.path), self.lvs.cluster_size, self.num_clusters)
+
+    def allocated_clusters(self):
+        return len(self.own_clusters())
 
     def is_degraded(self):
         return (self.esnap is not None and

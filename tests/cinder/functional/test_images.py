@@ -103,6 +103,25 @@ class ImageToVolumeTest(_DriverImageTest):
             'bdev_get_bdevs', {'name': 'lvs0/' + volume.name})[0]['name'])
         self.assert_no_scratch()
 
+    def test_lvstore_without_room_for_the_image(self):
+        data = imaging.pattern('full', IMAGE_LEN)
+        image = self.add_image(data)
+        volume = self.make_volume(size=1)
+        self.driver.create_volume(volume)
+        [lvs] = self.rpc('bdev_lvol_get_lvstores', {'lvs_name': 'lvs0'})
+        needed = -(-IMAGE_LEN // lvs['cluster_size'])
+        room = lvs['free_clusters'] - needed + 1
+        self.rpc('bdev_lvol_create', {
+            'lvs_name': 'lvs0', 'lvol_name': 'filler',
+            'size_in_mib': room * lvs['cluster_size'] // imaging.MIB,
+            'thin_provision': False})
+        err = self.assertRaises(exception.VolumeBackendAPIException,
+                                self.driver.copy_image_to_volume, self.ctxt,
+                                volume, self.glance, image['id'])
+        self.assertIn('No space left on device', str(err))
+        self.assertEqual(['filler', volume.name], self.lvol_names())
+        self.assert_no_scratch()
+
 
 class VolumeToImageTest(_DriverImageTest):
 
