@@ -19,7 +19,6 @@ import argparse
 import collections
 import multiprocessing
 import queue as queue_mod
-import socket
 import sys
 import tempfile
 import threading
@@ -27,8 +26,9 @@ import time
 import traceback
 import uuid
 
+from tests import net
+
 LVS = 'stress_lvs'
-BACKEND = 'spdk'
 STORAGE_ID = 'stress-storage'
 HOST_NQN = ('nqn.2014-08.org.nvmexpress:uuid:'
             '5d7a4e2c-93b1-4f60-8d2e-0c1b2a3f4e5d')
@@ -37,34 +37,15 @@ HOST_NQN = ('nqn.2014-08.org.nvmexpress:uuid:'
 def _driver(socket_path, lock_dir, port):
     """A set-up Cinder driver, as one cinder-volume process has it."""
     from cinder import objects
-    from cinder.volume import configuration
-    from cinder.volume import driver as cinder_driver
     from oslo_concurrency import lockutils
-    from oslo_config import cfg
 
-    from cinder_spdk_vhost import driver as spdk_driver
+    from tests.cinder import standalone
 
     objects.register_all()
     lockutils.set_defaults(lock_dir)
-    conf = configuration.Configuration(cinder_driver.volume_opts,
-                                       config_group=BACKEND)
-    drv = spdk_driver.SpdkVhostDriver(configuration=conf,
-                                      host='stress@spdk')
-    for name, value in (('spdk_rpc_socket', socket_path),
-                        ('spdk_lvstores', [LVS]),
-                        ('spdk_target_id', STORAGE_ID),
-                        ('spdk_nvmf_port', port),
-                        ('volume_backend_name', BACKEND)):
-        cfg.CONF.set_override(name, value, group=BACKEND)
-    drv.do_setup(None)
-    drv.check_for_setup_error()
-    return drv
-
-
-def _free_port():
-    with socket.socket() as probe:
-        probe.bind(('127.0.0.1', 0))
-        return probe.getsockname()[1]
+    return standalone.make_driver(
+        'stress@spdk', spdk_rpc_socket=socket_path, spdk_lvstores=[LVS],
+        spdk_target_id=STORAGE_ID, spdk_nvmf_port=port)
 
 
 def _connector(socket_path):
@@ -260,7 +241,7 @@ def main(argv=None):
              compute) = _start_targets(stack, args)
             ctx = multiprocessing.get_context('spawn')
             queue = ctx.Queue()
-            port = _free_port()
+            port = net.free_port()
             procs = [ctx.Process(target=run_process, args=(
                 args, (storage_socket, compute_socket), locks, port, queue))
                 for _ in range(args.processes)]

@@ -11,20 +11,18 @@ import uuid
 from cinder import context
 from cinder import objects
 from cinder.tests.unit import test as cinder_test
-from cinder.volume import configuration
-from cinder.volume import driver as cinder_driver
 from cinder.volume import qos_specs
 from cinder.volume import volume_types
 from oslo_config import cfg
 
-from cinder_spdk_vhost import driver as spdk_driver
 from tests import base
+from tests.cinder import standalone
 from tests.emulator import fixture as emulator_fixture
 from tests import net
 
 objects.register_all()
 CONF = cfg.CONF
-BACKEND = 'spdk'
+BACKEND = standalone.BACKEND
 HOST = 'storage@%s' % BACKEND
 LVS = 'lvs0'
 
@@ -94,21 +92,14 @@ class EmulatorTestCase(CinderTestCase):
 
     def make_driver(self, **overrides):
         """A set-up SpdkVhostDriver talking to the emulator."""
-        conf = configuration.Configuration(cinder_driver.volume_opts,
-                                           config_group=BACKEND)
-        drv = spdk_driver.SpdkVhostDriver(configuration=conf, host=HOST)
         settings = {'spdk_rpc_socket': self.target.socket_path,
                     'spdk_rpc_connect_retries': 0,
                     'spdk_rpc_timeout': 10.0,
                     'spdk_target_id': 'storage-target',
-                    'spdk_nvmf_port': net.free_port(),
-                    'volume_backend_name': BACKEND}
+                    'spdk_nvmf_port': net.free_port()}
         settings.update(overrides)
-        for name, value in settings.items():
-            CONF.set_override(name, value, group=BACKEND)
-        drv.do_setup(self.ctxt)
+        drv = standalone.make_driver(HOST, **settings)
         self.addCleanup(drv.client.close)
-        drv.check_for_setup_error()
         return drv
 
     def lvol_names(self):

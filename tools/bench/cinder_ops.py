@@ -18,31 +18,19 @@ from cinder import context
 from cinder import objects
 from cinder.tests.unit import fake_snapshot
 from cinder.tests.unit import fake_volume
-from cinder.volume import configuration
-from cinder.volume import driver as cinder_driver
 from oslo_concurrency import lockutils
-from oslo_config import cfg
 
-from cinder_spdk_vhost import driver as spdk_driver
+from tests.cinder import standalone
 from tools.bench import rpc_counter
 from tools.bench import timing
 
-BACKEND = 'spdk'
 TARGET_ID = 'bench-target'
 
 
 def make_driver(socket_path, lvstore):
-    conf = configuration.Configuration(cinder_driver.volume_opts,
-                                       config_group=BACKEND)
-    drv = spdk_driver.SpdkVhostDriver(configuration=conf, host='bench@spdk')
-    for name, value in (('spdk_rpc_socket', socket_path),
-                        ('spdk_lvstores', [lvstore]),
-                        ('spdk_target_id', TARGET_ID),
-                        ('volume_backend_name', BACKEND)):
-        cfg.CONF.set_override(name, value, group=BACKEND)
-    drv.do_setup(None)
-    drv.check_for_setup_error()
-    return drv
+    return standalone.make_driver(
+        'bench@spdk', spdk_rpc_socket=socket_path, spdk_lvstores=[lvstore],
+        spdk_target_id=TARGET_ID)
 
 
 class CinderOps(object):
