@@ -50,6 +50,8 @@ REQUIRED_RPCS = frozenset((
     'nvmf_get_subsystems', 'nvmf_subsystem_add_ns',
     'nvmf_subsystem_add_listener', 'nvmf_subsystem_add_host',
     'nvmf_subsystem_remove_host')) | image_ops.IMAGE_RPCS
+# With spdk_nvmf_auth = dhchap, the keyring holds each attachment's secret.
+AUTH_RPCS = frozenset(('keyring_file_add_key', 'keyring_file_remove_key'))
 
 
 @interface.volumedriver
@@ -118,12 +120,16 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
             raise exception.VolumeDriverException(
                 message='SPDK target %s refused rpc_get_methods: %s'
                         % (self.client.target, err)) from err
-        missing = sorted(REQUIRED_RPCS - methods)
+        required = REQUIRED_RPCS
+        if self.configuration.spdk_nvmf_auth != 'none':
+            required = required | AUTH_RPCS
+        missing = sorted(required - methods)
         if missing:
             raise exception.VolumeDriverException(
                 message='SPDK target %s lacks the RPC(s) %s: SPDK v24.05 or '
-                        'newer with the lvol, vhost and nvmf modules is '
-                        'required' % (self.client.target, ', '.join(missing)))
+                        'newer with the lvol, vhost and nvmf modules (and '
+                        'the keyring for spdk_nvmf_auth) is required'
+                        % (self.client.target, ', '.join(missing)))
         with errors.translated('checking the lvol stores'):
             for lvs in self.lvstores:
                 try:

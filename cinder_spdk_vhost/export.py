@@ -3,7 +3,9 @@
 A compute host whose SPDK target is this one gets the lvol itself
 (``transport: local``): its connector builds the vhost controller on it.
 Any other host gets one NVMe-oF subsystem per volume that admits only its
-host NQN (``allow_any_host`` off), which it attaches with ``bdev_nvme``.
+host NQN (``allow_any_host`` off), which it attaches with ``bdev_nvme``;
+with ``spdk_nvmf_auth = dhchap`` the host must also hold a per-attachment
+DH-HMAC-CHAP secret, returned as ``dhchap_key`` (see :mod:`nvme_auth`).
 SPDK does not stop an lvol in use from being deleted, so :func:`users`
 lets the driver refuse that itself.
 """
@@ -15,6 +17,7 @@ from cinder import exception
 from oslo_log import log
 
 from os_brick_connector import exception as rpc_exc
+from os_brick_connector import nvme_auth
 
 LOG = log.getLogger(__name__)
 
@@ -54,6 +57,8 @@ class NvmfExport(object):
         self.port = str(conf.spdk_nvmf_port)
         self.prefix = conf.spdk_nvmf_nqn_prefix
         self.adrfam = _adrfam(self.address)
+        self.auth = conf.spdk_nvmf_auth
+        self.key_dir = conf.spdk_nvmf_key_dir
 
     def nqn(self, volume_name):
         return '%s:%s' % (self.prefix, volume_name)
@@ -92,16 +97,39 @@ class NvmfExport(object):
         sub = self._subsystem(nqn)
         if sub is None:
             sub = self._create(nqn, lvol, rollback)
-        if host_nqn not in [h['nqn'] for h in sub.get('hosts', [])]:
+        admitted = host_nqn in [h['nqn'] for h in sub.get('hosts', [])]
+        if admitted and self.auth == 'dhchap':
+            # Re-admitted with a new secret: the old one is not kept
+            # anywhere Cinder could hand it out again.
+            self.client.nvmf_subsystem_remove_host(nqn, host_nqn)
+            admitted = False
+        data = {'transport': self.trtype.lower(), 'nqn': nqn,
+                'traddr': self.address, 'trsvcid': self.port,
+                'adrfam': self.adrfam, 'host_nqn': host_nqn,
+                'ns_id': (sub.get('namespaces') or [{'nsid': 1}])[0]['nsid']}
+        if not admitted:
+            data.update(self._add_host(nqn, host_nqn, rollback))
+        return data
+
+    def _add_host(self, nqn, host_nqn, rollback):
+        """Admit the host, with a fresh key if auth is on; the key data."""
+        if self.auth != 'dhchap':
             self.client.nvmf_subsystem_add_host(nqn, host_nqn)
             rollback.add('remove host %s' % host_nqn,
                          self.client.nvmf_subsystem_remove_host, nqn,
                          host_nqn)
-        ns_id = (sub.get('namespaces') or [{'nsid': 1}])[0]['nsid']
-        return {'transport': self.trtype.lower(), 'nqn': nqn,
-                'traddr': self.address, 'trsvcid': self.port,
-                'adrfam': self.adrfam, 'ns_id': ns_id,
-                'host_nqn': host_nqn}
+            return {}
+        name = nvme_auth.key_name(nqn, host_nqn)
+        secret = nvme_auth.generate_secret()
+        with rollback.change('remove key %s' % name, nvme_auth.unregister,
+                             self.client, self.key_dir, name):
+            nvme_auth.register(self.client, self.key_dir, name, secret)
+        with rollback.change('remove host %s' % host_nqn,
+                             self.client.nvmf_subsystem_remove_host, nqn,
+                             host_nqn):
+            self.client.nvmf_subsystem_add_host(nqn, host_nqn,
+                                                dhchap_key=name)
+        return {'dhchap_key': secret}
 
     def unexport(self, volume_name, host_nqn):
         """Remove a host (all when None); drop the subsystem when empty."""
@@ -114,6 +142,9 @@ class NvmfExport(object):
         for host in leaving:
             if host in hosts:
                 self.client.nvmf_subsystem_remove_host(nqn, host)
+            if self.auth == 'dhchap':
+                nvme_auth.unregister(self.client, self.key_dir,
+                                     nvme_auth.key_name(nqn, host))
         if not set(hosts) - set(leaving):
             self.delete(nqn)
 

@@ -44,6 +44,21 @@ driver_opts = [
                default='nqn.2016-06.io.spdk:cinder',
                help='Prefix of the per-volume subsystem NQNs; the volume '
                     'name is appended after a colon.'),
+    cfg.StrOpt('spdk_nvmf_auth',
+               default='none',
+               choices=[('none', 'Hosts are admitted by host NQN only.'),
+                        ('dhchap', 'Each attachment also gets a fresh '
+                                   'DH-HMAC-CHAP secret that the compute '
+                                   'host must prove it holds.')],
+               help='Authentication of compute hosts on the per-volume '
+                    'NVMe-oF subsystems. The secret travels to the '
+                    'compute host in the connection info, which Cinder '
+                    'stores unencrypted in its database.'),
+    cfg.StrOpt('spdk_nvmf_key_dir',
+               help='Directory, on the SPDK target\'s host and readable '
+                    'by the SPDK process, where the DH-HMAC-CHAP key '
+                    'files (mode 0600) that SPDK\'s keyring reads are '
+                    'written. Required with spdk_nvmf_auth=dhchap.'),
     cfg.StrOpt('spdk_image_staging_dir',
                help='Directory for the raw files that carry images into '
                     'and out of lvols (bdev_aio_create opens them), so it '

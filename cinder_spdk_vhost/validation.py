@@ -65,7 +65,11 @@ def check_config(conf):
     if conf.spdk_rpc_address is not None and conf.spdk_rpc_port is None:
         raise _bad_option('spdk_rpc_port', None,
                           'required with spdk_rpc_address')
-    for option in ('spdk_rpc_socket', 'spdk_image_staging_dir'):
+    if conf.spdk_nvmf_auth == 'dhchap' and not conf.spdk_nvmf_key_dir:
+        raise _bad_option('spdk_nvmf_key_dir', None,
+                          'required with spdk_nvmf_auth=dhchap')
+    for option in ('spdk_rpc_socket', 'spdk_image_staging_dir',
+                   'spdk_nvmf_key_dir'):
         path = getattr(conf, option)
         if path is not None and (not os.path.isabs(path) or
                                  '..' in path.split(os.sep)):

@@ -143,6 +143,12 @@ connector_opts = [
                     'fails instead of waiting (0: wait until the '
                     'controller is dropped). Must not exceed '
                     'nvme_ctrlr_loss_timeout_sec.'),
+    cfg.StrOpt('nvme_key_dir',
+               help='NVMe-oF: directory, readable by this host\'s SPDK '
+                    'process, where DH-HMAC-CHAP secrets received from '
+                    'Cinder are written (mode 0600) for SPDK\'s keyring '
+                    'while a volume is attached. Required to attach '
+                    'volumes of a backend with spdk_nvmf_auth=dhchap.'),
 ]
 
 

@@ -165,7 +165,7 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
                 if created:
                     undo.append(lambda: nvme_initiator.detach_if_unused(
                         self.client, props,
-                        self.client.vhost_get_controllers()))
+                        self.client.vhost_get_controllers(), self.conf))
         # Canonical name: an alias (lvs/lvol) is listed by its UUID name.
         return self.client.bdev_get_bdevs(name=wanted)[0]['name']
 
@@ -299,7 +299,8 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         gone = self._delete_controller(name, force)
         if gone and props.get('transport') in REMOTE_TRANSPORTS:
             nvme_initiator.detach_if_unused(
-                self.client, props, self.client.vhost_get_controllers())
+                self.client, props, self.client.vhost_get_controllers(),
+                self.conf)
         return gone
 
     # -- the rest of the os-brick interface --------------------------------

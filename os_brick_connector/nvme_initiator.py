@@ -5,12 +5,17 @@ them, so a retried connect finds it and two volumes in one subsystem
 share it. Its namespace ``ns_id`` is the bdev ``<name>n<ns_id>`` that the
 vhost-blk controller exposes. The NVMe controller is detached only when no
 vhost-blk controller uses any of its bdevs any more.
+
+A ``dhchap_key`` in the properties (Cinder's ``spdk_nvmf_auth = dhchap``)
+is written to ``nvme_key_dir`` and registered in SPDK's keyring under the
+controller's name; the attach names that key, and the detach removes it.
 """
 
 import hashlib
 
 from os_brick_connector import connector_errors as errors
 from os_brick_connector import exception as spdk_exc
+from os_brick_connector import nvme_auth
 
 NAME_PREFIX = 'spdkvhost'
 
@@ -50,6 +55,30 @@ def _check_same_subsystem(found, name, props):
             wanted='%s@%s' % (props['nqn'], props['traddr']))
 
 
+def _key(client, props, conf, name):
+    """Register the properties' DH-HMAC-CHAP secret; its key name or None.
+
+    Its form was checked with the other properties (validation), before
+    any RPC.
+    """
+    secret = props.get('dhchap_key')
+    if secret is None:
+        return None
+    if not conf.nvme_key_dir:
+        raise errors.InvalidConnectorConfig(
+            option='nvme_key_dir', value=None,
+            reason='required for volumes with DH-HMAC-CHAP authentication')
+    key = nvme_auth.key_name(name)
+    nvme_auth.register(client, conf.nvme_key_dir, key, secret)
+    return key
+
+
+def _forget_key(client, props, conf, name):
+    if props.get('dhchap_key') is not None and conf.nvme_key_dir:
+        nvme_auth.unregister(client, conf.nvme_key_dir,
+                             nvme_auth.key_name(name))
+
+
 def attach(client, props, conf):
     """Attach the volume's subsystem; return (bdev name, newly attached).
 
@@ -60,6 +89,7 @@ def attach(client, props, conf):
     found = _find(client, name)
     created = False
     if found is None:
+        key = _key(client, props, conf, name)
         try:
             client.bdev_nvme_attach_controller(
                 name=name, trtype=props['transport'],
@@ -68,20 +98,27 @@ def attach(client, props, conf):
                 hostnqn=props.get('host_nqn'),
                 ctrlr_loss_timeout_sec=conf.nvme_ctrlr_loss_timeout_sec,
                 reconnect_delay_sec=conf.nvme_reconnect_delay_sec,
-                fast_io_fail_timeout_sec=conf.nvme_fast_io_fail_timeout_sec)
+                fast_io_fail_timeout_sec=conf.nvme_fast_io_fail_timeout_sec,
+                dhchap_key=key)
             created = True
         except spdk_exc.AlreadyExists:
             found = _find(client, name)
+        except spdk_exc.SpdkTransportError:
+            raise   # may be attached: the caller's detach removes the key
+        except Exception:
+            _forget_key(client, props, conf, name)
+            raise
     if found is not None:
         _check_same_subsystem(found, name, props)
     return namespace_bdev(name, props.get('ns_id', 1)), created
 
 
-def detach_if_unused(client, props, controllers):
+def detach_if_unused(client, props, controllers, conf=None):
     """Detach the subsystem's NVMe controller if no vhost-blk uses it.
 
     ``controllers`` is vhost_get_controllers' answer after this volume's
-    controller went away. Returns whether it was detached.
+    controller went away. Returns whether it was detached; its
+    DH-HMAC-CHAP key (``conf`` given) goes with it.
     """
     name = controller_name(props)
     for ctrl in controllers:
@@ -92,4 +129,7 @@ def detach_if_unused(client, props, controllers):
         client.bdev_nvme_detach_controller(name)
     except spdk_exc.NotFound:
         return False
+    finally:
+        if conf is not None:
+            _forget_key(client, props, conf, name)
     return True

@@ -138,7 +138,8 @@ class SpdkClient(spdk_rpc_bdev.FrameworkMethods,
                  spdk_rpc_bdev.LvolMethods,
                  spdk_rpc_export.VhostMethods,
                  spdk_rpc_export.NvmfMethods,
-                 spdk_rpc_export.NvmeMethods):
+                 spdk_rpc_export.NvmeMethods,
+                 spdk_rpc_export.KeyringMethods):
     """Client of one SPDK target; safe to share between threads.
 
     One persistent connection, serialised by a lock, rather than one

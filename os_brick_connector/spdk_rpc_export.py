@@ -92,9 +92,12 @@ class NvmfMethods(object):
         return self.call('nvmf_subsystem_remove_ns',
                          rpc_params(nqn=nqn, nsid=nsid))
 
-    def nvmf_subsystem_add_host(self, nqn, host, psk=None):
-        return self.call('nvmf_subsystem_add_host',
-                         rpc_params(nqn=nqn, host=host, psk=psk))
+    def nvmf_subsystem_add_host(self, nqn, host, psk=None, dhchap_key=None,
+                                dhchap_ctrlr_key=None):
+        """Admit ``host``; the key arguments are keyring key *names*."""
+        return self.call('nvmf_subsystem_add_host', rpc_params(
+            nqn=nqn, host=host, psk=psk, dhchap_key=dhchap_key,
+            dhchap_ctrlr_key=dhchap_ctrlr_key))
 
     def nvmf_subsystem_remove_host(self, nqn, host):
         return self.call('nvmf_subsystem_remove_host',
@@ -109,23 +112,41 @@ class NvmeMethods(object):
                                     ctrlr_loss_timeout_sec=None,
                                     reconnect_delay_sec=None,
                                     fast_io_fail_timeout_sec=None,
-                                    psk=None):
+                                    psk=None, dhchap_key=None,
+                                    dhchap_ctrlr_key=None):
         """Connect to a remote subsystem; returns its bdev names.
 
         The three timeouts decide how a lost path is retried: every
         ``reconnect_delay_sec``, I/O failing after
         ``fast_io_fail_timeout_sec`` and the controller dropped after
-        ``ctrlr_loss_timeout_sec`` (-1: never).
+        ``ctrlr_loss_timeout_sec`` (-1: never). ``psk`` and the
+        ``dhchap_*`` keys are keyring key names.
         """
         return self.call('bdev_nvme_attach_controller', rpc_params(
             name=name, trtype=trtype, adrfam=adrfam, traddr=traddr,
             trsvcid=trsvcid, subnqn=subnqn, hostnqn=hostnqn,
             ctrlr_loss_timeout_sec=ctrlr_loss_timeout_sec,
             reconnect_delay_sec=reconnect_delay_sec,
-            fast_io_fail_timeout_sec=fast_io_fail_timeout_sec, psk=psk))
+            fast_io_fail_timeout_sec=fast_io_fail_timeout_sec, psk=psk,
+            dhchap_key=dhchap_key, dhchap_ctrlr_key=dhchap_ctrlr_key))
 
     def bdev_nvme_detach_controller(self, name):
         return self.call('bdev_nvme_detach_controller', rpc_params(name=name))
 
     def bdev_nvme_get_controllers(self, name=None):
         return self.call('bdev_nvme_get_controllers', rpc_params(name=name))
+
+
+class KeyringMethods(object):
+    """SPDK's file keyring: the NVMe-oF RPCs name keys registered here."""
+
+    def keyring_file_add_key(self, name, path):
+        """Register key ``name`` read from ``path`` (0600, absolute)."""
+        return self.call('keyring_file_add_key',
+                         rpc_params(name=name, path=path))
+
+    def keyring_file_remove_key(self, name):
+        return self.call('keyring_file_remove_key', rpc_params(name=name))
+
+    def keyring_get_keys(self):
+        return self.call('keyring_get_keys')

@@ -22,6 +22,7 @@ import stat
 from oslo_log import log
 
 from os_brick_connector import connector_errors as errors
+from os_brick_connector import nvme_auth
 
 LOG = log.getLogger(__name__)
 
@@ -102,6 +103,17 @@ def _check_remote(props):
         _check_int('ns_id', props['ns_id'], 1, NS_ID_MAX)
 
 
+def _check_secret(secret):
+    """A DH-HMAC-CHAP secret, if any, must be well formed (never echoed)."""
+    if secret is None:
+        return
+    try:
+        nvme_auth.check_secret(secret)
+    except ValueError as err:
+        raise errors.InvalidConnectionProperties(
+            reason='dhchap_key: %s' % err) from err
+
+
 def check_properties(props, volume_id_pattern):
     """Refuse malformed ``connection_properties``, naming the key.
 
@@ -122,6 +134,7 @@ def check_properties(props, volume_id_pattern):
                    'an SPDK bdev name or lvstore/lvol alias')
     else:
         _check_remote(props)
+        _check_secret(props.get('dhchap_key'))
     if props.get('access_mode') not in (None,) + ACCESS_MODES:
         raise _bad('access_mode', props['access_mode'], 'must be rw or ro')
     if props.get('block_size') not in (None,) + BLOCK_SIZES:

@@ -11,6 +11,7 @@ import os
 
 from tests.emulator import bdev as bdev_mod
 from tests.emulator import errors
+from tests.emulator import keyring
 from tests.emulator import nvmf_link
 from tests.emulator import params as p
 
@@ -62,6 +63,7 @@ class NvmeController(object):
         self.subnqn = args['subnqn']
         self.hostnqn = args.get('hostnqn', '')
         self.timeouts = {k: args[k] for k in RECONNECT_KEYS if k in args}
+        self.keys = {k: args[k] for k in ('dhchap_key',) if k in args}
         self.bdevs = []
 
     def io_wait_sec(self):
@@ -80,7 +82,7 @@ class NvmeController(object):
     def config(self):
         """The bdev_nvme_attach_controller call that re-creates it."""
         return dict(name=self.name, hostnqn=self.hostnqn, **self.trid(),
-                    **self.timeouts)
+                    **self.timeouts, **self.keys)
 
     def trid(self):
         return {'trtype': 'TCP', 'adrfam': self.adrfam,
@@ -114,6 +116,21 @@ def _undo(target, ctrlr):
         bdev.proxy.close()
 
 
+def _secret(target, args):
+    """The DH-HMAC-CHAP secret named by ``dhchap_key``, or None.
+
+    An unknown or unreadable key fails the attach before any connection
+    (-ENOKEY here; SPDK's exact code for it is not in our transcripts).
+    """
+    name = args.get('dhchap_key')
+    if name is None:
+        return None
+    secret = keyring.read_secret(target.keyring.path(name))
+    if not secret:
+        raise errors.errno_error(errno.ENOKEY)
+    return secret
+
+
 def bdev_nvme_attach_controller(target, args):
     state = target.nvme
     name = args['name']
@@ -122,9 +139,11 @@ def bdev_nvme_attach_controller(target, args):
     if name in state.controllers:
         raise errors.errno_error(errno.EEXIST)
     ctrlr = NvmeController(name, args)
+    secret = _secret(target, args)
     try:
         namespaces = nvmf_link.probe(ctrlr.traddr, ctrlr.trsvcid,
-                                     ctrlr.subnqn, ctrlr.hostnqn)
+                                     ctrlr.subnqn, ctrlr.hostnqn,
+                                     secret=secret)
     except (OSError, ConnectionError) as err:
         raise errors.errno_error(errno.EIO) from err
     link_dir = target.private_dir('nvme')
@@ -135,7 +154,8 @@ def bdev_nvme_attach_controller(target, args):
                 raise errors.errno_error(errno.EEXIST)
             proxy = nvmf_link.InitiatorProxy(
                 os.path.join(link_dir, bdev_name + '.sock'), ctrlr.traddr,
-                ctrlr.trsvcid, ctrlr.subnqn, ctrlr.hostnqn, ns['nsid'])
+                ctrlr.trsvcid, ctrlr.subnqn, ctrlr.hostnqn, ns['nsid'],
+                secret=secret)
             proxy.start()
             bdev = NvmeBdev(ctrlr, ns, proxy)
             ctrlr.bdevs.append(bdev)

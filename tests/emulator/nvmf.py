@@ -12,6 +12,7 @@ import re
 import threading
 
 from tests.emulator import errors
+from tests.emulator import keyring
 from tests.emulator import nvmf_link
 from tests.emulator import params as p
 
@@ -55,6 +56,7 @@ class Subsystem(object):
         self.min_cntlid = args.get('min_cntlid', 1)
         self.max_cntlid = args.get('max_cntlid', 65519)
         self.hosts = []
+        self.host_keys = {}  # host NQN -> DH-HMAC-CHAP keyring key name
         self.listen = []  # (trtype, adrfam, traddr, trsvcid)
         self.namespaces = []
 
@@ -64,13 +66,19 @@ class Subsystem(object):
                     {'trtype': t, 'adrfam': a, 'traddr': addr,
                      'trsvcid': svc} for t, a, addr, svc in self.listen],
                 'allow_any_host': self.allow_any_host,
-                'hosts': [{'nqn': h} for h in self.hosts],
+                'hosts': [self.host_json(h) for h in self.hosts],
                 'serial_number': self.serial, 'model_number': self.model,
                 'max_namespaces': self.max_namespaces,
                 'passthrough': False, 'min_cntlid': self.min_cntlid,
                 'max_cntlid': self.max_cntlid, 'dmrsl': 2097152,
                 'wzsl': 12,
                 'namespaces': [ns.to_json() for ns in self.namespaces]}
+
+    def host_json(self, host):
+        entry = {'nqn': host}
+        if host in self.host_keys:
+            entry['dhchap_key'] = self.host_keys[host]
+        return entry
 
 
 class NvmfState(object):
@@ -101,6 +109,8 @@ class NvmfState(object):
             acl[sub.nqn] = (
                 {(addr, svc) for _t, _a, addr, svc in sub.listen},
                 sub.allow_any_host, set(sub.hosts),
+                {h: self.target.keyring.path(k)
+                 for h, k in sub.host_keys.items()},
                 [{'nsid': ns.nsid, 'uuid': ns.bdev.uuid,
                   'num_blocks': ns.bdev.num_blocks,
                   'block_size': ns.bdev.block_size,
@@ -115,17 +125,31 @@ class NvmfState(object):
             entry = self._acl.get(subnqn)
         if entry is None:
             return None
-        addresses, any_host, hosts, namespaces = entry
+        addresses, any_host, hosts, _keys, namespaces = entry
         if address not in addresses or not (any_host or hostnqn in hosts):
             return None
         return namespaces
+
+    def _secret_for(self, subnqn, hostnqn):
+        """The DH-HMAC-CHAP secret the host must prove, or None.
+
+        The key file is read now, as SPDK reads it at each connect; a key
+        that became unreadable refuses the host (an empty secret never
+        matches a proof made with a real one).
+        """
+        with self._acl_lock:
+            entry = self._acl.get(subnqn)
+        if entry is None or hostnqn not in entry[3]:
+            return None
+        return keyring.read_secret(entry[3][hostnqn]) or ''
 
     def listen(self, address):
         entry = self._listeners.get(address)
         if entry is None:
             listener = nvmf_link.Listener(
                 address[0], address[1],
-                lambda sub, host: self._admit(address, sub, host))
+                lambda sub, host: self._admit(address, sub, host),
+                self._secret_for)
             listener.start()
             entry = self._listeners[address] = [listener, 0]
         entry[1] += 1
@@ -174,7 +198,8 @@ class NvmfState(object):
                               'trsvcid': svc}}}
                          for t, a, addr, svc in sub.listen)
             calls.extend({'method': 'nvmf_subsystem_add_host',
-                          'params': {'nqn': sub.nqn, 'host': h}}
+                          'params': dict(sub.host_json(h), nqn=sub.nqn,
+                                         host=h)}
                          for h in sub.hosts)
             calls.extend({'method': 'nvmf_subsystem_add_ns',
                           'params': {'nqn': sub.nqn, 'namespace': {
@@ -274,6 +299,11 @@ def nvmf_subsystem_remove_listener(target, args):
     return True
 
 
+def export_name(nqn, nsid):
+    """The NBD export carrying a namespace (what the link hands out)."""
+    return 'nvmf-%s-%d' % (re.sub(r'[^A-Za-z0-9.-]', '_', nqn), nsid)
+
+
 def nvmf_subsystem_add_ns(target, args):
     state = target.nvmf
     sub = state.get(args['nqn'])
@@ -285,7 +315,7 @@ def nvmf_subsystem_add_ns(target, args):
     if bdev is None or not nsid or nsid in used or (
             nsid > sub.max_namespaces):
         raise _invalid()
-    export = 'nvmf-%s-%d' % (re.sub(r'[^A-Za-z0-9.-]', '_', sub.nqn), nsid)
+    export = export_name(sub.nqn, nsid)
     nbd_socket = target.dataplane.export_nbd(export, bdev.source())
     sub.namespaces.append(Namespace(nsid, bdev, export, nbd_socket))
     state.publish()
@@ -307,10 +337,17 @@ def _set_host(target, args, add):
     state = target.nvmf
     sub = state.get(args['nqn'])
     host = args['host']
+    key = args.get('dhchap_key')
+    if add and key is not None and not target.keyring.has(key):
+        # nvmf_rpc.c: "Unable to find DH-HMAC-CHAP key" (no transcript).
+        raise _invalid()
     if add and host not in sub.hosts:
         sub.hosts.append(host)
+        if key is not None:
+            sub.host_keys[host] = key
     elif not add and host in sub.hosts:
         sub.hosts.remove(host)
+        sub.host_keys.pop(host, None)
     state.publish()
     return True
 

@@ -34,6 +34,16 @@ Handshake (each a single line of UTF-8 JSON, at most ``MAX_LINE`` bytes)::
                {"status": "ok"}                              (connect)
                {"status": "refused", "reason": ...}  -> PermissionError
                {"status": "error", "reason": ...}    -> HandshakeError
+               {"status": "challenge", "nonce": HEX}  (host needs a key)
+    initiator: {"proof": HEX | null}  -> the target's reply as above
+
+Authentication: when the subsystem admits the host only with a
+DH-HMAC-CHAP key, the target sends a fresh random nonce and the
+initiator answers HMAC-SHA256(key, nonce|subnqn|hostnqn) computed with
+the key file's content; the key itself never travels.  A missing or
+wrong proof is refused, as SPDK refuses the fabrics connect (-5 on
+attach).  This models the *check* SPDK makes, not the NVMe in-band
+authentication protocol (no DH exchange, no controller authentication).
 
 Every blocking step before the splice has a timeout, so a silent or dropped
 peer never holds a thread for ever; during the splice, ``close()`` shuts
@@ -42,9 +52,12 @@ the sockets down, which wakes every thread blocked on them.
 
 import contextlib
 import errno
+import hashlib
+import hmac
 import json
 import logging
 import os
+import secrets
 import selectors
 import socket
 import threading
@@ -120,18 +133,35 @@ def _parse_request(msg):
     return op, subnqn, hostnqn, nsid
 
 
+def proof(secret, nonce, subnqn, hostnqn):
+    """What an initiator holding ``secret`` answers to ``nonce``.
+
+    Bound to the subsystem and host so a proof cannot be replayed for
+    another pair (and the nonce is fresh per connection anyway).
+    """
+    msg = '|'.join((nonce, subnqn, hostnqn)).encode('utf-8')
+    return hmac.new(secret.encode('utf-8'), msg, hashlib.sha256).hexdigest()
+
+
 # -- client side of the handshake --
 
-def _open(traddr, trsvcid, request, timeout):
+def _open(traddr, trsvcid, request, timeout, secret=None):
     """Connect to a Listener and run the handshake.
 
     Returns the connected socket (blocking, no timeout), the target's reply
     and the bytes that followed it.  The socket is closed on any failure.
+    ``secret`` answers a challenge; without one the challenge is answered
+    with no proof, which the target refuses.
     """
     sock = socket.create_connection((traddr, int(trsvcid)), timeout=timeout)
     try:
         _send_msg(sock, dict(request, proto=PROTO))
         reply, rest = _recv_msg(sock)
+        if reply.get('status') == 'challenge':
+            nonce = str(reply.get('nonce'))
+            _send_msg(sock, {'proof': None if secret is None else proof(
+                secret, nonce, request['subnqn'], request['hostnqn'])})
+            reply, rest = _recv_msg(sock)
         status = reply.get('status')
         if status == 'refused':
             raise PermissionError(errno.EACCES, reply.get('reason'))
@@ -146,10 +176,10 @@ def _open(traddr, trsvcid, request, timeout):
     return sock, reply, rest
 
 
-def _probe(traddr, trsvcid, subnqn, hostnqn, timeout):
+def _probe(traddr, trsvcid, subnqn, hostnqn, timeout, secret=None):
     """Handshake a probe; the namespaces with their NBD export names."""
     request = {'op': 'probe', 'subnqn': subnqn, 'hostnqn': hostnqn}
-    sock, reply, _rest = _open(traddr, trsvcid, request, timeout)
+    sock, reply, _rest = _open(traddr, trsvcid, request, timeout, secret)
     sock.close()
     namespaces = reply.get('namespaces')
     if not isinstance(namespaces, list) or not all(
@@ -159,17 +189,18 @@ def _probe(traddr, trsvcid, subnqn, hostnqn, timeout):
     return namespaces
 
 
-def probe(traddr, trsvcid, subnqn, hostnqn, timeout=5.0):
+def probe(traddr, trsvcid, subnqn, hostnqn, timeout=5.0, secret=None):
     """Connect + handshake; the namespaces a target offers this host.
 
     Each as {'nsid', 'uuid', 'num_blocks', 'block_size'}: what
     bdev_nvme_attach_controller learns before it creates bdevs.
     Raises ConnectionRefusedError (nothing listening) or PermissionError
-    (unknown subsystem, not listening there, or host not allowed: NVMe-oF
-    does not tell an initiator which).
+    (unknown subsystem, not listening there, host not allowed, or a
+    missing or wrong key: NVMe-oF does not tell an initiator which).
     """
     return [{k: ns[k] for k in _NS_FIELDS}
-            for ns in _probe(traddr, trsvcid, subnqn, hostnqn, timeout)]
+            for ns in _probe(traddr, trsvcid, subnqn, hostnqn, timeout,
+                             secret)]
 
 
 # -- moving bytes --
@@ -332,18 +363,21 @@ class Listener(_Server):
 
     thread_name = 'nvmf-listener'
 
-    def __init__(self, traddr, trsvcid, admit):
+    def __init__(self, traddr, trsvcid, admit, secret_for=None):
         """admit(subnqn, hostnqn) -> None (refused) or a namespace list.
 
         Namespaces: [{'nsid', 'uuid', 'num_blocks', 'block_size',
         'nbd_socket', 'nbd_export'}].  It is called for every connection,
         so a host removed from a subsystem is refused from then on while
         its existing connections carry on, as with NVMe-oF.
+        ``secret_for(subnqn, hostnqn)`` -> None (no key needed) or the
+        secret an admitted host must prove it holds.
         """
         super().__init__()
         self.traddr = traddr
         self.trsvcid = str(trsvcid)
         self._admit = admit
+        self._secret_for = secret_for or (lambda subnqn, hostnqn: None)
 
     def _bind(self):
         info = socket.getaddrinfo(self.traddr, int(self.trsvcid),
@@ -376,7 +410,9 @@ class Listener(_Server):
                 _send_msg(conn, {'status': 'error', 'reason': str(err)})
             raise
         namespaces = self._admit(subnqn, hostnqn)
-        if namespaces is None:
+        if namespaces is not None:
+            rest = self._authenticate(conn, rest, subnqn, hostnqn)
+        if namespaces is None or rest is None:
             LOG.info('refused host %s on %s at %s:%s', hostnqn, subnqn,
                      self.traddr, self.trsvcid)
             _send_msg(conn, {'status': 'refused',
@@ -388,6 +424,29 @@ class Listener(_Server):
                 {k: ns[k] for k in _WIRE_NS_FIELDS} for ns in namespaces]})
             return
         self._connect_namespace(conn, rest, subnqn, nsid, namespaces)
+
+    def _authenticate(self, conn, rest, subnqn, hostnqn):
+        """Challenge the host if it needs a key.
+
+        Returns the bytes after the host's last handshake line, or None
+        when the proof is missing or wrong (or the host sent data before
+        it was challenged).
+        """
+        secret = self._secret_for(subnqn, hostnqn)
+        if secret is None:
+            return rest
+        if rest:
+            return None
+        nonce = secrets.token_hex(32)
+        _send_msg(conn, {'status': 'challenge', 'nonce': nonce})
+        answer, rest = _recv_msg(conn)
+        given = answer.get('proof')
+        wanted = proof(secret, nonce, subnqn, hostnqn)
+        if not (isinstance(given, str) and
+                hmac.compare_digest(given, wanted)):
+            LOG.info('host %s failed authentication on %s', hostnqn, subnqn)
+            return None
+        return rest
 
     def _connect_namespace(self, conn, rest, subnqn, nsid, namespaces):
         found = [ns for ns in namespaces if ns['nsid'] == nsid]
@@ -427,8 +486,10 @@ class InitiatorProxy(_Server):
 
     thread_name = 'nvmf-initiator'
 
-    def __init__(self, unix_path, traddr, trsvcid, subnqn, hostnqn, nsid):
+    def __init__(self, unix_path, traddr, trsvcid, subnqn, hostnqn, nsid,
+                 secret=None):
         super().__init__()
+        self.secret = secret
         self.unix_path = unix_path
         self.traddr = traddr
         self.trsvcid = str(trsvcid)
@@ -446,7 +507,7 @@ class InitiatorProxy(_Server):
         subsystem lacks raises LookupError.
         """
         namespaces = _probe(self.traddr, self.trsvcid, self.subnqn,
-                            self.hostnqn, self.timeout)
+                            self.hostnqn, self.timeout, self.secret)
         for ns in namespaces:
             if ns['nsid'] == self.nsid:
                 self.export_name = ns['nbd_export']
@@ -475,7 +536,7 @@ class InitiatorProxy(_Server):
                    'hostnqn': self.hostnqn, 'nsid': self.nsid}
         try:
             remote, _reply, rest = _open(self.traddr, self.trsvcid, request,
-                                         self.timeout)
+                                         self.timeout, self.secret)
         except PermissionError as err:
             # The NBD client sees its connection closed: an I/O error,
             # as a guest sees when its host loses access.

@@ -15,6 +15,7 @@ import threading
 from tests.emulator import bdev as bdev_mod
 from tests.emulator import errors
 from tests.emulator import framework
+from tests.emulator import keyring
 from tests.emulator import lvol_rpc
 from tests.emulator import nvme
 from tests.emulator import nvmf
@@ -22,7 +23,7 @@ from tests.emulator import vhost
 
 LOG = logging.getLogger(__name__)
 
-AREAS = (framework, bdev_mod, lvol_rpc, vhost, nvmf, nvme)
+AREAS = (framework, bdev_mod, lvol_rpc, vhost, nvmf, nvme, keyring)
 
 
 class Target(object):
@@ -44,6 +45,7 @@ class Target(object):
         self.methods = {}
         for area in AREAS:
             self.methods.update(area.METHODS)
+        self.keyring = keyring.KeyringState(self)
         self.vhost = vhost.VhostState(self)
         self.nvmf = nvmf.NvmfState(self)
         self.nvme = nvme.NvmeState(self)

@@ -11,26 +11,41 @@ from tests.cinder import base
 
 
 class _OldTarget(object):
-    """A target answering rpc_get_methods like SPDK without nvmf."""
+    """A target whose rpc_get_methods lacks some of what the driver uses."""
 
     target = 'unix:/fake.sock'
 
+    def __init__(self, methods):
+        self.methods = methods
+
     def rpc_get_methods(self):
-        return sorted(spdk_driver.REQUIRED_RPCS -
-                      {'nvmf_create_subsystem', 'nvmf_subsystem_add_host'})
+        return sorted(self.methods)
 
 
 class SetupTest(base.CinderTestCase):
 
-    def test_missing_rpcs_named(self):
+    def check_refused(self, methods, missing, **options):
         conf = configuration.Configuration(cinder_driver.volume_opts,
                                            config_group=base.BACKEND)
         drv = spdk_driver.SpdkVhostDriver(configuration=conf)
-        drv.client = _OldTarget()
+        for name, value in options.items():
+            base.CONF.set_override(name, value, group=base.BACKEND)
+        drv.client = _OldTarget(methods)
         err = self.assertRaises(exception.VolumeDriverException,
                                 drv.check_for_setup_error)
-        self.assertIn('nvmf_create_subsystem, nvmf_subsystem_add_host',
-                      str(err))
+        self.assertIn('lacks the RPC(s) %s:' % missing, str(err))
+
+    def test_missing_rpcs_named(self):
+        self.check_refused(
+            spdk_driver.REQUIRED_RPCS -
+            {'nvmf_create_subsystem', 'nvmf_subsystem_add_host'},
+            'nvmf_create_subsystem, nvmf_subsystem_add_host')
+
+    def test_keyring_required_with_dhchap(self):
+        self.check_refused(spdk_driver.REQUIRED_RPCS,
+                           'keyring_file_add_key, keyring_file_remove_key',
+                           spdk_nvmf_auth='dhchap',
+                           spdk_nvmf_key_dir='/var/lib/spdk/keys')
 
     def test_driver_options_listed(self):
         names = {o.name for o in spdk_driver.SpdkVhostDriver.

@@ -14,6 +14,7 @@ import fixtures
 from os_brick_connector import connector
 from os_brick_connector import connector_errors as errors
 from os_brick_connector import exception as spdk_exc
+from os_brick_connector import nvme_auth
 from os_brick_connector import nvme_initiator
 from os_brick_connector import spdk_rpc
 from tests import fault_proxy
@@ -135,29 +136,56 @@ class SocketModeTest(base_tests.ConnectorTestCase):
         self.assertIn(self.target.socket_path, logger.output)
 
 
-SECRET = 'DHHC-1:00:c2VjcmV0LXRoYXQtbXVzdC1uZXZlci1iZS1sb2dnZWQ=:'
+SECRET = nvme_auth.generate_secret()
+SECRET_B64 = SECRET.split(':')[2]
 
 
 class SecretsNotLoggedTest(TcpCase):
-    """A full attach/detach at DEBUG: no secret in any log line.
+    """A full DH-HMAC-CHAP attach/detach at DEBUG: no secret in any log.
 
-    Nothing in this project sends key material to SPDK yet (no TLS PSK or
-    DH-HMAC-CHAP, see doc/source/admin/operations.rst), but Cinder may
-    put secrets in connection_info (as other drivers put CHAP passwords),
-    and os-brick's call tracing and our RPC log print whole dicts.
+    Cinder puts the per-attachment secret in connection_info (as other
+    drivers put CHAP passwords), and os-brick's call tracing and our RPC
+    log print whole dicts. The key files and keyring entries must be gone
+    after the detach.
     """
 
     def test_attach_detach_at_debug(self):
         logger = self.useFixture(fixtures.FakeLogger(level='DEBUG'))
+        tmp = self.useFixture(fixtures.TempDir()).path
+        key_dir = os.path.join(tmp, 'compute-keys')
+        self.cfg.config(group=GROUP, nvme_key_dir=key_dir)
         props = self.export(base_tests.VOLUME_A)
+        self.storage.nvmf_subsystem_remove_host(props['nqn'],
+                                                props['host_nqn'])
+        nvme_auth.register(self.storage, os.path.join(tmp, 'storage'),
+                           'storage-key', SECRET)
+        self.storage.nvmf_subsystem_add_host(props['nqn'], props['host_nqn'],
+                                             dhchap_key='storage-key')
         props.update(dhchap_key=SECRET, dhchap_ctrlr_key=SECRET, psk=SECRET,
                      auth_password=SECRET)
         info = self.faulty.connect_volume(props)
+        self.assertEqual(1, len(self.nvme_names()))
+        self.assertEqual(1, len(os.listdir(key_dir)))
         self.faulty.disconnect_volume(props, info)
+        self.assertEqual([], self.nvme_names())
+        self.assertEqual([], os.listdir(key_dir))
+        self.assertEqual([], self.client.keyring_get_keys())
         self.storage.nvmf_subsystem_add_host(props['nqn'], OTHER_NQN,
                                              psk=SECRET)
         output = logger.output
         self.assertIn('connect_volume', output)
         self.assertIn('nvmf_subsystem_add_host', output)
+        self.assertIn('keyring_file_add_key', output)
         self.assertNotIn(SECRET, output)
-        self.assertNotIn('c2VjcmV0', output)
+        self.assertNotIn(SECRET_B64, output)
+
+    def test_wrong_secret_leaves_nothing(self):
+        self.cfg.config(group=GROUP, nvme_key_dir=self.useFixture(
+            fixtures.TempDir()).path)
+        props = self.export(base_tests.VOLUME_A)
+        # A malformed secret is refused before any file or RPC.
+        props['dhchap_key'] = SECRET.replace(':00:', ':09:')
+        self.assertRaises(errors.InvalidConnectionProperties,
+                          self.faulty.connect_volume, props)
+        self.assertEqual([], self.client.keyring_get_keys())
+        self.assertEqual([], self.nvme_names())
