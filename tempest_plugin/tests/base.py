@@ -33,6 +33,17 @@ def post_volume_action(client, volume_id, body, microversion):
     client.expected_success(202, resp.status)
 
 
+def retype_in_place(client, volume_id, type_name, status):
+    """Retype without migration; wait until done and back in ``status``.
+
+    On the spdk_vhost backend that is a QoS change on the lvol itself.
+    """
+    client.retype_volume(volume_id, new_type=type_name,
+                         migration_policy='never')
+    waiters.wait_for_volume_retype(client, volume_id, type_name)
+    waiters.wait_for_volume_resource_status(client, volume_id, status)
+
+
 class TargetChecks(object):
     """Checks against the SPDK target itself, where tempest can reach it.
 

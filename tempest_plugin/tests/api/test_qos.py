@@ -38,13 +38,8 @@ class QosSpecTest(base.SpdkVhostBaseTest):
         silver = {'total_iops_sec': '1000', 'write_bytes_sec': str(20 * MIB)}
         silver_type, _ = self.create_qos_type(**silver)
         volume = self.create_volume(volume_type=self.gold_type['name'])
-        self.volumes_client.retype_volume(volume['id'],
-                                          new_type=silver_type['name'],
-                                          migration_policy='never')
-        waiters.wait_for_volume_retype(self.volumes_client, volume['id'],
-                                       silver_type['name'])
-        waiters.wait_for_volume_resource_status(
-            self.volumes_client, volume['id'], 'available')
+        base.retype_in_place(self.volumes_client, volume['id'],
+                             silver_type['name'], 'available')
         self.assertEnforced(volume['id'], silver)
 
     @decorators.idempotent_id('569a7806-6a5e-4829-8925-2a69088cd70f')

@@ -146,13 +146,8 @@ class VhostAttachTest(base.TargetChecks, manager.ScenarioTest):
                         qos['id'])
         self.admin_qos_client.associate_qos(qos['id'], new_type['id'])
 
-        self.volumes_client.retype_volume(volume['id'],
-                                          new_type=new_type['name'],
-                                          migration_policy='never')
-        waiters.wait_for_volume_retype(self.volumes_client, volume['id'],
-                                       new_type['name'])
-        waiters.wait_for_volume_resource_status(
-            self.volumes_client, volume['id'], 'in-use')
+        base.retype_in_place(self.volumes_client, volume['id'],
+                             new_type['name'], 'in-use')
         self.assertEnforced(volume['id'], new_limits)
         # The guest kept its disk and can still read it.
         ssh.exec_command('sudo dd if=/dev/%s of=/dev/null bs=1M count=1 '
