@@ -1,19 +1,23 @@
 # `make test` and `make demo` do all the set-up on a fresh Debian 12 machine:
 # Debian packages from bindep.txt, a virtualenv with the Python packages,
-# hugepages for the test guests, libvirtd. Run as root or with sudo available.
+# SPDK built from source (cached outside the checkout), hugepages for the
+# SPDK targets and the test guests, libvirtd. Run as root or with sudo.
 
 VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 STAMP := $(VENV)/.installed
+# 2 MiB pages: 256 MiB per SPDK target, plus the test guests' memory.
+HUGEPAGES ?= 4096
 
-.PHONY: test demo debs venv host unit pep8 docs genconfig clean cinder-deploy
+.PHONY: test demo debs venv spdk host unit pep8 docs genconfig clean \
+	cinder-deploy
 
-test: debs venv host pep8 docs
+test: debs venv spdk host pep8 docs
 	tools/run-tests.sh $(BIN)
 
-demo: debs venv host
+demo: debs venv spdk host
 	PYTHONPATH=$(CURDIR) $(BIN)/python tools/demo.py
 
 debs:
@@ -29,8 +33,13 @@ $(STAMP): requirements.txt test-requirements.txt doc/requirements.txt setup.cfg
 	$(BIN)/pip install -q --no-deps -e .
 	touch $@
 
+# SPDK v$(SPDK_VERSION) from ../shared/spdk (or git), built once per machine.
+SPDK_VERSION ?= 26.05
+spdk: debs
+	tools/build-spdk.sh $(SPDK_VERSION) >/dev/null
+
 host:
-	$(SUDO) tools/setup-hugepages.sh
+	$(SUDO) HUGEPAGES=$(HUGEPAGES) tools/setup-hugepages.sh
 	$(SUDO) tools/start-libvirt.sh
 	$(SUDO) tools/start-services.sh
 

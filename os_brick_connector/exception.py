@@ -1,7 +1,7 @@
 """Exceptions raised by the SPDK JSON-RPC client.
 
 SPDK reports a failure as a JSON-RPC error ``{"code", "message"}``, but its
-codes are not uniform (v26.05, see tests/emulator/transcripts/README.md):
+codes are not uniform (v26.05, see the recorded transcripts' README):
 "File exists" is -17 from ``bdev_lvol_create`` and -32602 from
 ``bdev_lvol_snapshot``; "No such device" is -19, -32602 or -32603 depending
 on the RPC; a refused snapshot delete is -32603 "Operation not permitted".
@@ -10,7 +10,7 @@ every error into one class of the tree below by looking at the code and the
 message together, in one table (``_RULES``)::
 
     SpdkRpcError                 any failed call; base of everything here
-     +-- NotFound                ENODEV, "No such device"
+     +-- NotFound                ENODEV, "No such device", "... does not exist"
      +-- AlreadyExists           EEXIST, "File exists", "... already exists"
      +-- Busy                    EBUSY, "Device or resource busy"
      +-- NoSpace                 ENOSPC, "No space left on device"
@@ -132,6 +132,8 @@ class ProtocolError(SpdkTransportError):
 _GENERIC = (JSONRPC_INVALID_PARAMS, JSONRPC_INTERNAL_ERROR)
 _RULES = (
     (_GENERIC, 'no such device', NotFound),
+    # bdev_nvme_get_controllers for an unknown name (v26.05).
+    ((-errno.EINVAL,) + _GENERIC, 'does not exist', NotFound),
     (_GENERIC, 'file exists', AlreadyExists),
     (_GENERIC, 'already exists', AlreadyExists),
     (_GENERIC, 'no space left on device', NoSpace),

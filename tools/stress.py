@@ -26,7 +26,7 @@ import time
 import traceback
 import uuid
 
-from tests import net
+from testbed import net
 
 LVS = 'stress_lvs'
 STORAGE_ID = 'stress-storage'

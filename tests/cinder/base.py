@@ -15,10 +15,10 @@ from cinder.volume import qos_specs
 from cinder.volume import volume_types
 from oslo_config import cfg
 
+from testbed import net
 from tests import base
 from tests.cinder import standalone
 from tests.emulator import fixture as emulator_fixture
-from tests import net
 
 objects.register_all()
 CONF = cfg.CONF

@@ -19,11 +19,11 @@ import fixtures
 from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
 
+from testbed import net
 from tests.deployment import backing
 from tests.deployment import cinder_conf
 from tests.deployment import processes
 from tests.emulator import fixture as emulator_fixture
-from tests import net
 
 LOG = logging.getLogger(__name__)
 

@@ -16,9 +16,9 @@ import fixtures
 from keystoneauth1.identity import v3
 from keystoneauth1 import session as ks_session
 
+from testbed import net
 from tests.deployment import backing
 from tests.deployment import processes
-from tests import net
 
 ADMIN_USER = 'admin'
 ADMIN_PROJECT = 'admin'

@@ -15,10 +15,10 @@ import time
 
 import fixtures
 
+from testbed import net
 from tests.deployment import deployment
 from tests.deployment import keystone
 from tests.deployment import processes
-from tests import net
 
 NAMES = ('keystone', 'cinder-api-keystone')
 

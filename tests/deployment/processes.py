@@ -8,7 +8,7 @@ import sys
 
 import fixtures
 
-from tests import process_group
+from testbed import process_group
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))

@@ -13,8 +13,8 @@ import time
 
 import fixtures
 
-from tests import process_group
-from tests import rpc_raw
+from testbed import process_group
+from testbed import rpc_raw
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))

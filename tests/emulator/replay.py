@@ -34,7 +34,7 @@ import re
 import time
 import uuid as uuidlib
 
-from tests import net
+from testbed import net
 
 TRANSCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                            'transcripts')

@@ -13,10 +13,10 @@ import threading
 
 import fixtures
 
+from testbed import rpc_raw
 from tests import base
 from tests.emulator import fixture as emu_fixture
 from tests.emulator import replay
-from tests import rpc_raw
 
 SHARED = os.path.join(emu_fixture.REPO, '..', 'shared', 'spdk-transcripts')
 

@@ -20,10 +20,10 @@ import fixtures
 from os_brick_connector import exception as spdk_exc
 from os_brick_connector import nvme_auth
 from os_brick_connector import spdk_rpc
+from testbed import net
 from tests import base
 from tests.emulator import fixture as emu_fixture
 from tests.emulator import nvmf
-from tests import net
 
 SUBNQN = 'nqn.2016-06.io.spdk:cinder:volume-auth'
 HOSTNQN = 'nqn.2014-08.org.nvmexpress:uuid:0d6c1a6e-3c55-4d3b-9f0e-5b1d2b7c'

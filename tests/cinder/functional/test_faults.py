@@ -10,9 +10,9 @@ exception and the target holds exactly what it held before.
 
 from cinder import exception
 
+from testbed import net
 from tests.cinder.functional import test_driver
 from tests import fault_proxy
-from tests import net
 
 
 class FaultTest(test_driver.DriverTestCase):

@@ -11,9 +11,9 @@ import os
 
 import fixtures
 
+from testbed import net
 from tests.cinder import base
 from tests.emulator import fixture as emulator_fixture
-from tests import net
 
 MIB = 1024 * 1024
 HOST_NQN = ('nqn.2014-08.org.nvmexpress:uuid:'

@@ -23,9 +23,9 @@ from os_brick_connector import host_identity
 from os_brick_connector import nvme_initiator
 from os_brick_connector import privileged
 from os_brick_connector import spdk_rpc
+from testbed import net
 from tests import base
 from tests.emulator import fixture as emulator_fixture
-from tests import net
 from tests.nova import fake_sysfs
 
 GROUP = 'spdk_vhost'

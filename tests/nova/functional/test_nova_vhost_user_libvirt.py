@@ -26,9 +26,9 @@ from nova.virt.libvirt import guest as libvirt_guest
 from oslo_config import fixture as config_fixture
 
 from nova_vhost_user import exception as vhost_exception
+from testbed import net
 from tests import base
 from tests.emulator import fixture as emulator_fixture
-from tests import net
 from tests.nova import compute
 from tests.nova import libvirt_guest as guests
 from tests import service_process

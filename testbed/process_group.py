@@ -1,4 +1,4 @@
-"""Stopping the helper processes tests start (emulator, Cinder services)."""
+"""Stopping the helper processes tests start (SPDK targets, services)."""
 
 import os
 import signal

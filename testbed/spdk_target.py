@@ -1,0 +1,185 @@
+"""A real SPDK target process as a test fixture, started like a service.
+
+Each fixture is one SPDK application (``spdk_tgt``, ``vhost`` or
+``nvmf_tgt``) with its own RPC socket, vhost socket directory and hugepage
+files, in a temporary directory; it can be stopped, SIGKILLed and
+restarted with ``--json`` of a saved config, as a service manager or a
+crash would.
+
+CPU on a small test machine: a polling reactor takes a whole core whether
+or not it has work, and on two cores a test guest under TCG needs the
+other one. So every target polls on core 0 by default (``-m 0x1``, with
+the core locks off so that several targets share it), and the roles that
+allow it run in interrupt mode, idle at under 1%: see
+``../shared/spdk/README.md`` for the figures.
+"""
+
+import os
+import signal
+import subprocess
+import time
+
+import fixtures
+
+from testbed import process_group
+from testbed import rpc_raw
+from testbed import spdk_build
+
+#: Hugepage memory each target reserves at start (``-s``), in MiB.
+MEM_MB = 256
+VHOST_APPS = ('spdk_tgt', 'vhost')
+
+
+class TargetError(RuntimeError):
+    pass
+
+
+class SpdkTarget(fixtures.Fixture):
+    """One SPDK target process in a temp dir; everything gone at cleanUp.
+
+    ``lcores`` (DPDK's ``--lcores`` map, e.g. ``'0@0,1@1,2@0,3@1'``) gives
+    a target more reactors than the machine has cores, each a thread on a
+    real CPU: tests of reactor placement use it with a fake sysfs.
+    """
+
+    def __init__(self, app='spdk_tgt', core_mask='0x1', lcores=None,
+                 interrupt_mode=False, json_config=None, mem_mb=MEM_MB,
+                 start_timeout=30, name='spdk'):
+        super().__init__()
+        if app not in spdk_build.APPS:
+            raise ValueError('not an SPDK application: %r' % app)
+        self.app = app
+        self.core_mask = core_mask
+        self.lcores = lcores
+        self.interrupt_mode = interrupt_mode
+        # A saved config (--json) loaded at every start when it exists.
+        self.json_config = json_config
+        self.mem_mb = mem_mb
+        self.start_timeout = start_timeout
+        self.name = name
+        self.process = None
+
+    def _setUp(self):
+        self.workdir = self.useFixture(fixtures.TempDir()).path
+        self.socket_path = os.path.join(self.workdir, 'spdk.sock')
+        self.vhost_dir = os.path.join(self.workdir, 'vhost')
+        os.mkdir(self.vhost_dir)
+        self.log_path = os.path.join(self.workdir, '%s.log' % self.name)
+        self.addCleanup(self._stop)
+        self.start()
+
+    def command(self):
+        cmd = [spdk_build.app_path(self.app), '-r', self.socket_path,
+               '-s', str(self.mem_mb), '--disable-cpumask-locks']
+        if self.lcores:
+            cmd += ['--lcores', self.lcores]
+        else:
+            cmd += ['-m', self.core_mask]
+        if self.app in VHOST_APPS:
+            cmd += ['-S', self.vhost_dir]
+        if self.interrupt_mode:
+            cmd.append('--interrupt-mode')
+        if self.json_config and os.path.exists(self.json_config):
+            cmd += ['--json', self.json_config]
+        return cmd
+
+    def start(self):
+        """Start the target on this fixture's paths and wait for its RPCs.
+
+        The log is appended to, so it tells the whole story of a test that
+        restarts the target.
+        """
+        self._forget_socket()
+        with open(self.log_path, 'ab') as log:
+            log.write(('--- %s\n' % ' '.join(self.command())).encode())
+            log.flush()
+            self.process = subprocess.Popen(
+                self.command(), stdout=log, stderr=subprocess.STDOUT,
+                env=spdk_build.app_env(), start_new_session=True)
+        self._wait_ready()
+
+    def stop(self):
+        """Stop cleanly (SIGTERM, then SIGINT-like wait), as systemd does."""
+        self._stop()
+        self._forget_socket()
+
+    def kill(self):
+        """SIGKILL the target alone, as a crash ends it.
+
+        Its vhost sockets stay behind, as a crashed target's do.
+        """
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+        self._forget_socket()
+
+    def restart(self, crash=True):
+        """SIGKILL (or stop) the target, then start it on the same paths."""
+        if crash:
+            self.kill()
+        else:
+            self.stop()
+        self.start()
+
+    @property
+    def pid(self):
+        return self.process.pid
+
+    def _forget_socket(self):
+        # A stale RPC socket must not make _wait_ready talk to nobody.
+        if os.path.exists(self.socket_path):
+            os.unlink(self.socket_path)
+
+    def _wait_ready(self):
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise TargetError('%s exited with %s: %s' % (
+                    self.app, self.process.returncode, self.log()))
+            if os.path.exists(self.socket_path):
+                try:
+                    response = self.call('spdk_get_version')
+                except OSError:
+                    response = None
+                if response and 'result' in response:
+                    return
+            time.sleep(0.05)
+        raise TargetError('%s did not answer within %ss: %s' % (
+            self.app, self.start_timeout, self.log()))
+
+    def log(self, tail=4000):
+        with open(self.log_path, errors='replace') as src:
+            return src.read()[-tail:]
+
+    def _stop(self):
+        if self.process is not None:
+            process_group.stop(self.process, 20)
+
+    def call(self, method, params=None):
+        """The whole JSON-RPC response dict, as the target sent it."""
+        return rpc_raw.call(self.socket_path, method, params)
+
+    def rpc(self, method, params=None):
+        """The ``result`` of an RPC that must succeed."""
+        response = self.call(method, params)
+        if 'error' in response:
+            raise TargetError('%s %s: %s' % (method, params,
+                                             response['error']))
+        return response['result']
+
+    def aio_lvstore(self, lvs_name='lvs0', size_mib=1024, block_size=4096,
+                    cluster_mib=1):
+        """An lvol store on a sparse file: thin, and costs no hugepages.
+
+        An lvstore on a malloc bdev would keep an interrupt-mode reactor
+        spinning and hold its whole size in hugepages; AIO does neither.
+        Returns the lvstore's UUID.
+        """
+        path = os.path.join(self.workdir, '%s.img' % lvs_name)
+        with open(path, 'wb') as image:
+            image.truncate(size_mib << 20)
+        bdev = '%s_base' % lvs_name
+        self.rpc('bdev_aio_create', {'name': bdev, 'filename': path,
+                                     'block_size': block_size})
+        return self.rpc('bdev_lvol_create_lvstore', {
+            'bdev_name': bdev, 'lvs_name': lvs_name,
+            'cluster_sz': cluster_mib << 20})
