@@ -55,7 +55,7 @@ unit: venv
 pep8: venv
 	$(BIN)/flake8
 	$(BIN)/doc8 doc/source releasenotes/notes README.rst
-	shellcheck -x tools/*.sh tests/guest/*.sh .ci/run
+	shellcheck -x tools/*.sh testbed/guest/*.sh .ci/run
 	shellcheck -x -s bash devstack/plugin.sh devstack/settings \
 		devstack/override-defaults devstack/lib/* tests/unit/devstack/*.sh
 

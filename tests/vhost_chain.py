@@ -15,7 +15,7 @@ import os
 import time
 
 from os_brick_connector import exception
-from tests.guest import qemu
+from testbed.guest import qemu
 
 MiB = 1024 * 1024
 

@@ -26,9 +26,9 @@ import sys
 import time
 
 from os_brick_connector import spdk_rpc
+from testbed.guest import qemu
+from testbed import service_process
 from tests.emulator import fixture as emulator_fixture
-from tests.guest import qemu
-from tests import service_process
 
 MiB = 1024 * 1024
 LVS = 'demo_lvs'

@@ -39,7 +39,7 @@ def _driver(socket_path, lock_dir, port):
     from cinder import objects
     from oslo_concurrency import lockutils
 
-    from tests.cinder import standalone
+    from testbed import cinder_standalone as standalone
 
     objects.register_all()
     lockutils.set_defaults(lock_dir)

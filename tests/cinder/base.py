@@ -15,9 +15,9 @@ from cinder.volume import qos_specs
 from cinder.volume import volume_types
 from oslo_config import cfg
 
+from testbed import cinder_standalone as standalone
 from testbed import net
 from tests import base
-from tests.cinder import standalone
 from tests.emulator import fixture as emulator_fixture
 
 objects.register_all()

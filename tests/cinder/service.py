@@ -1,4 +1,4 @@
-"""The Cinder side of :mod:`tests.service_process`: a real volume manager.
+"""The Cinder side of :mod:`testbed.service_process`: a real volume manager.
 
 cinder-volume's own ``VolumeManager`` loads ``SpdkVhostDriver`` from its
 configuration and does what it does in a cloud: create flows, snapshots,

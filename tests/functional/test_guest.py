@@ -16,9 +16,9 @@ import time
 
 import fixtures
 
+from testbed.guest import initramfs
+from testbed.guest import qemu
 from tests import base
-from tests.guest import initramfs
-from tests.guest import qemu
 
 MiB = 1024 * 1024
 

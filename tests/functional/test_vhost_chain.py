@@ -3,9 +3,9 @@
 import fixtures
 
 from os_brick_connector import spdk_rpc
+from testbed.guest import qemu
 from tests import base
 from tests.emulator import fixture as emulator_fixture
-from tests.guest import qemu
 from tests import vhost_chain
 
 MiB = vhost_chain.MiB

@@ -16,8 +16,8 @@ from nova import objects
 from nova.virt.libvirt import config as vconfig
 
 from nova_vhost_user import libvirt_config
-from tests.guest import initramfs
-from tests.guest import qemu
+from testbed.guest import initramfs
+from testbed.guest import qemu
 
 objects.register_all()
 

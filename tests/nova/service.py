@@ -1,4 +1,4 @@
-"""The Nova side of :mod:`tests.service_process`: a compute host.
+"""The Nova side of :mod:`testbed.service_process`: a compute host.
 
 nova-compute's libvirt driver (this project's subclass) with the real
 SPDK connector, on the real libvirtd: it reports its volume connector,
@@ -15,7 +15,7 @@ from nova import context as nova_context
 from nova.virt.libvirt import guest as libvirt_guest
 from oslo_concurrency import lockutils
 
-from tests.guest import qemu
+from testbed.guest import qemu
 from tests.nova import compute
 from tests.nova import libvirt_guest as guests
 

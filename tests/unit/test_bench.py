@@ -7,8 +7,8 @@ import threading
 
 import fixtures
 
+from testbed.guest import initramfs
 from tests import base
-from tests.guest import initramfs
 from tools.bench import cpu
 from tools.bench import fio
 from tools.bench import rpc_counter

@@ -20,7 +20,7 @@ from cinder.tests.unit import fake_snapshot
 from cinder.tests.unit import fake_volume
 from oslo_concurrency import lockutils
 
-from tests.cinder import standalone
+from testbed import cinder_standalone as standalone
 from tools.bench import rpc_counter
 from tools.bench import timing
 

@@ -12,7 +12,7 @@ qemu-storage-daemon).
 
 import functools
 
-from tests.guest import qemu
+from testbed.guest import qemu
 from tools.bench import cpu
 from tools.bench import fio
 from tools.bench import guest as bench_guest

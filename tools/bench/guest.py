@@ -14,8 +14,8 @@ import gzip
 import json
 import os
 
-from tests.guest import initramfs
-from tests.guest import qemu
+from testbed.guest import initramfs
+from testbed.guest import qemu
 
 FIO = 'fio'
 MEMORY_MIB = 512  # the initramfs with fio's libraries is ~90 MiB

@@ -9,7 +9,7 @@ with ``bdev_set_qos_limit`` on the lvol).
 import concurrent.futures
 
 from os_brick_connector import frontend_qos
-from tests.guest import qemu
+from testbed.guest import qemu
 from tools.bench import fio
 from tools.bench import runner
 

@@ -10,7 +10,7 @@ with no fault set: it already counts what it relays.
 import collections
 import contextlib
 
-from tests import fault_proxy
+from testbed import fault_proxy
 
 
 class RpcCounter(fault_proxy.FaultProxy):

@@ -1,7 +1,7 @@
 """Faults on the wire between the driver and the target leave no orphan.
 
 test_rollback injects errors inside our client; here a relay
-(tests.fault_proxy) breaks the real socket: the reply of a call that did
+(testbed.fault_proxy) breaks the real socket: the reply of a call that did
 run is lost, the target answers garbage or too late, or its socket
 vanishes between two steps. Each time the driver raises a Cinder
 exception and the target holds exactly what it held before.
@@ -10,9 +10,9 @@ exception and the target holds exactly what it held before.
 
 from cinder import exception
 
+from testbed import fault_proxy
 from testbed import net
 from tests.cinder.functional import test_driver
-from tests import fault_proxy
 
 
 class FaultTest(test_driver.DriverTestCase):

@@ -7,8 +7,8 @@ and the guest kernel must see the new capacity without a reattach.
 
 import time
 
+from testbed.guest import qemu
 from tests.cinder.functional import test_driver
-from tests.guest import qemu
 
 GIB = 1024 ** 3
 

@@ -1,6 +1,6 @@
 """Faults on the wire between the connector and the compute target.
 
-The connector talks to its SPDK target through tests.fault_proxy, which
+The connector talks to its SPDK target through testbed.fault_proxy, which
 loses the reply of a call that did run or stalls it past the timeout;
 the connector must raise, and leave no vhost controller and no NVMe-oF
 attachment behind. Also: a second host cannot reach a volume exported
@@ -17,7 +17,7 @@ from os_brick_connector import exception as spdk_exc
 from os_brick_connector import nvme_auth
 from os_brick_connector import nvme_initiator
 from os_brick_connector import spdk_rpc
-from tests import fault_proxy
+from testbed import fault_proxy
 from tests.nova.functional import test_connector as base_tests
 
 GROUP = base_tests.GROUP

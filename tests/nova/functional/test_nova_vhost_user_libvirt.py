@@ -6,7 +6,7 @@ defines guests built from Nova's config classes, and QEMU (TCG) runs them
 as ``libvirt-qemu``: the socket is usable only because the connector gave
 it to QEMU's group. The ``connection_info`` comes from the real Cinder
 volume manager and driver, run in their own process
-(:mod:`tests.service_process`), for both transports: ``local`` (the lvol
+(:mod:`testbed.service_process`), for both transports: ``local`` (the lvol
 on the compute host's target) and ``tcp`` (a second target as the
 storage node, reached over NVMe-oF).
 
@@ -27,11 +27,11 @@ from oslo_config import fixture as config_fixture
 
 from nova_vhost_user import exception as vhost_exception
 from testbed import net
+from testbed import service_process
 from tests import base
 from tests.emulator import fixture as emulator_fixture
 from tests.nova import compute
 from tests.nova import libvirt_guest as guests
-from tests import service_process
 
 try:
     import libvirt

@@ -23,10 +23,10 @@ from os_brick_connector import connector
 from os_brick_connector import privileged
 from os_brick_connector import saved_config
 from os_brick_connector import spdk_rpc
+from testbed.guest import qemu
 from testbed import net
 from tests import base
 from tests.emulator import fixture as emulator_fixture
-from tests.guest import qemu
 from tests.nova import fake_sysfs
 
 GROUP = 'spdk_vhost'

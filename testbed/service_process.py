@@ -3,7 +3,7 @@
 Nova and Cinder cannot be imported in one Python process (DuplicateOptError
 on oslo.config's global options), yet the attach path is only proven when
 a compute host uses the ``connection_info`` the real Cinder driver made.
-So each side runs as ``python -m tests.service_process MODULE:CLASS
+So each side runs as ``python -m testbed.service_process MODULE:CLASS
 --state-dir D``: it reads one request per line on stdin, ``{"method": M,
 "args": {...}}``, calls ``do_M(**args)`` on its side object and answers
 one line on stdout, ``{"result": R}`` or ``{"error": "..."}``. JSON in
@@ -49,7 +49,7 @@ class ServiceProcess(fixtures.Fixture):
         log = open(self.log_path, 'wb')
         self.addCleanup(log.close)
         self.process = subprocess.Popen(
-            [sys.executable, '-m', 'tests.service_process', self.side,
+            [sys.executable, '-m', 'testbed.service_process', self.side,
              '--state-dir', state],
             cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=log, text=True, start_new_session=True)

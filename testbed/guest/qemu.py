@@ -29,7 +29,7 @@ import time
 
 import fixtures
 
-from tests.guest import initramfs
+from testbed.guest import initramfs
 
 QEMU_ENV = 'SPDK_VHOST_TEST_QEMU'
 DEFAULT_BOOT_TIMEOUT = 120

@@ -1,6 +1,6 @@
 #!/bin/busybox sh
 # shellcheck shell=dash
-# /init of the test guest (see tests/guest/initramfs.py).
+# /init of the test guest (see testbed/guest/initramfs.py).
 #
 # Mounts the kernel filesystems, loads the virtio modules, waits for the
 # vhost-user-blk disks, runs the per-run /run.sh in a subshell (so an
@@ -14,7 +14,7 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 
-# shellcheck source=tests/guest/lib.sh
+# shellcheck source=testbed/guest/lib.sh
 . /lib/guest.sh
 
 gt_load_modules
