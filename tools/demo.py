@@ -3,8 +3,10 @@
 What a cloud does, with each OpenStack side in its own process (Nova and
 Cinder cannot share one; they exchange JSON, as through their APIs):
 
-* an SPDK target: the emulator, or the real ``spdk_tgt`` whose JSON-RPC
-  socket is ``SPDK_RPC_SOCKET`` (vhost sockets in ``SPDK_VHOST_DIR``);
+* an SPDK target: a real ``spdk_tgt`` of its own (built by
+  ``tools/build-spdk.sh``) with an lvol store on a sparse file, or the
+  one whose JSON-RPC socket is ``SPDK_RPC_SOCKET`` (vhost sockets in
+  ``SPDK_VHOST_DIR``);
 * Cinder (cinder-volume's manager with ``SpdkVhostDriver``): a
   ``high-iops`` volume type with a QoS spec, a volume, a snapshot of it,
   a clone of the snapshot, and the clone's ``connection_info`` for this
@@ -22,17 +24,20 @@ Run from the repository root with it on PYTHONPATH (the Makefile does).
 import collections
 import contextlib
 import hashlib
+import os
 import sys
+import tempfile
 import time
 
 from os_brick_connector import spdk_rpc
 from testbed.guest import qemu
 from testbed import service_process
-from tests.emulator import fixture as emulator_fixture
+from testbed import spdk_target
 
 MiB = 1024 * 1024
 LVS = 'demo_lvs'
 BASE = 'demo_base'
+LVS_MIB = 4096  # a sparse file: only what is written takes disk space
 TARGET_ID = 'demo-compute-host'
 VOLUME_TYPE = 'high-iops'
 QOS = {'total_iops_sec': '5000', 'total_bytes_sec': str(200 * MiB)}
@@ -59,23 +64,43 @@ class Demo(object):
 
     def run(self):
         with self.step('SPDK target') as detail:
-            target = self.stack.enter_context(
-                emulator_fixture.EmulatorFixture())
+            target = self._target()
             self.spdk = spdk_rpc.SpdkClient(target.socket_path, timeout=30)
             self.stack.callback(self.spdk.close)
             detail.append('%s %s at %s' % (
-                'spdk_tgt' if target.is_real else 'emulator',
-                self.spdk.spdk_get_version()['version'], target.socket_path))
+                target.app, self.spdk.spdk_get_version()['version'],
+                target.socket_path))
         with self.step('lvol store') as detail:
-            self._lvstore()
-            detail.append('%s on a 256 MiB malloc bdev' % LVS)
+            self._lvstore(target)
+            detail.append('%s on a %d MiB sparse file (AIO bdev)'
+                          % (LVS, LVS_MIB))
         self._cinder_and_nova(target)
 
-    def _lvstore(self):
-        self.spdk.call('bdev_malloc_create', {
-            'name': BASE, 'block_size': 512, 'num_blocks': 256 * MiB // 512})
-        self.stack.callback(self.spdk.call, 'bdev_malloc_delete',
-                            {'name': BASE})
+    def _target(self):
+        """The target at $SPDK_RPC_SOCKET, else a fresh spdk_tgt of our own.
+
+        spdk_tgt, since the Cinder driver wants both the vhost and the
+        NVMe-oF RPCs; on core 0, the one every test target uses.
+        """
+        socket = os.environ.get('SPDK_RPC_SOCKET')
+        if not socket:
+            return self.stack.enter_context(spdk_target.SpdkTarget(
+                app='spdk_tgt', name='demo'))
+        workdir = self.stack.enter_context(tempfile.TemporaryDirectory(
+            prefix='spdk-vhost-demo-'))
+        return ExternalTarget(socket, os.environ.get('SPDK_VHOST_DIR',
+                                                     '/var/tmp'), workdir)
+
+    def _lvstore(self, target):
+        if isinstance(target, spdk_target.SpdkTarget):
+            # Goes with the target.
+            target.aio_lvstore(LVS, size_mib=LVS_MIB)
+            return
+        path = os.path.join(target.workdir, 'demo_lvs.img')
+        with open(path, 'wb') as image:
+            image.truncate(LVS_MIB * MiB)
+        self.spdk.bdev_aio_create(path, BASE, block_size=4096)
+        self.stack.callback(self.spdk.bdev_aio_delete, BASE)
         self.spdk.call('bdev_lvol_create_lvstore', {
             'bdev_name': BASE, 'lvs_name': LVS, 'cluster_sz': MiB})
         self.stack.callback(self.spdk.call, 'bdev_lvol_delete_lvstore',
@@ -91,7 +116,7 @@ class Demo(object):
                         target_id=TARGET_ID, lvstore=LVS)
             inst = nova.call(
                 'start', rpc_socket=target.socket_path, target_id=TARGET_ID,
-                vhost_dir=None if target.is_real else target.vhost_dir,
+                vhost_dir=target.vhost_dir,
             )['instance']
             detail.append('cinder-volume manager + SpdkVhostDriver; '
                           'LibvirtVhostUserDriver, guest %s' % inst)
@@ -156,7 +181,12 @@ class Demo(object):
         layout = self.spdk.call('framework_get_reactors')
         self.facts['volume'] = '%s (%s, 1 GiB, clone of a snapshot)' % (
             clone['id'], VOLUME_TYPE)
-        self.facts['lvol'] = '%s = %s' % (conn['data']['bdev'], bdev['name'])
+        lvol = bdev['driver_specific']['lvol']
+        self.facts['lvol'] = '%s = %s (%s, base %s)' % (
+            conn['data']['bdev'], bdev['name'],
+            'thin' if lvol['thin_provision'] else 'thick',
+            lvol.get('base_snapshot'))
+        self.controller = ctrl['ctrlr']
         self.facts['controller'] = '%s, socket %s' % (ctrl['ctrlr'],
                                                       ctrl['socket'])
         self.facts['cpumask'] = '%s, NUMA node %s' % (
@@ -177,6 +207,9 @@ class Demo(object):
              io.get('vda.read@%d' % OFFSET) == expected),
             ('detached: disk and vhost socket gone',
              gone['disks'] == [] and not gone['socket_left']),
+            ('detached: SPDK has no controller for it',
+             self.controller not in [
+                 c['ctrlr'] for c in self.spdk.vhost_get_controllers()]),
         ]
         self.facts['guest I/O'] = '%s (sha256 %s...)' % (
             'ok' if all(ok for _n, ok in self.checks[:3]) else 'FAILED',
@@ -193,6 +226,11 @@ class Demo(object):
         for name, ok in self.checks:
             print('%-4s %s' % ('ok' if ok else 'FAIL', name))
         return 0 if all(ok for _n, ok in self.checks) else 1
+
+
+ExternalTarget = collections.namedtuple('ExternalTarget',
+                                        'socket_path vhost_dir workdir')
+ExternalTarget.app = 'SPDK'
 
 
 def _node_of(layout, cpumask):
