@@ -67,8 +67,8 @@ class Demo(object):
             target = self._target()
             self.spdk = spdk_rpc.SpdkClient(target.socket_path, timeout=30)
             self.stack.callback(self.spdk.close)
-            detail.append('%s %s at %s' % (
-                target.app, self.spdk.spdk_get_version()['version'],
+            detail.append('%s (%s) at %s' % (
+                self.spdk.spdk_get_version()['version'], target.app,
                 target.socket_path))
         with self.step('lvol store') as detail:
             self._lvstore(target)
@@ -230,7 +230,7 @@ class Demo(object):
 
 ExternalTarget = collections.namedtuple('ExternalTarget',
                                         'socket_path vhost_dir workdir')
-ExternalTarget.app = 'SPDK'
+ExternalTarget.app = '$SPDK_RPC_SOCKET'
 
 
 def _node_of(layout, cpumask):
