@@ -25,7 +25,7 @@ EXPERIMENTS = {
     'qos_accuracy': qos.accuracy,
     'control_plane': control.run,
 }
-EMULATOR_LABEL = 'TCG + emulator, not hardware numbers'
+TCG_LABEL = 'real SPDK target, TCG guest: not hardware numbers'
 
 
 def parse_args(argv):
@@ -52,21 +52,22 @@ def parse_args(argv):
     parser.add_argument('--accel', choices=('auto', 'kvm', 'tcg'),
                         default='auto',
                         help='guest accelerator; auto: KVM when '
-                             'SPDK_RPC_SOCKET is set (a real target) and '
-                             '/dev/kvm is usable, else TCG')
+                             'SPDK_RPC_SOCKET is set (an operator\'s '
+                             'target) and /dev/kvm is usable, else TCG')
     parser.add_argument('--target-pid', type=int,
-                        help='PID of a real spdk_tgt, for its CPU time '
-                             '(with SPDK_RPC_SOCKET)')
+                        help='PID of the target at SPDK_RPC_SOCKET, for '
+                             'its CPU time (else the bench starts its own '
+                             'spdk_tgt)')
     parser.add_argument('--workdir',
                         help='scratch directory (default: a temporary one)')
     return parser.parse_args(argv)
 
 
 def _accel(choice):
-    """auto: KVM with a real target on a host with usable /dev/kvm.
+    """auto: KVM with an operator's target on a host with usable /dev/kvm.
 
-    With the emulator, TCG: that is a CI or developer machine, where
-    nested KVM is not dependable (guests hang at boot).
+    With a target of the bench's own, TCG: that is a CI or developer
+    machine, where nested KVM is not dependable (guests hang at boot).
     """
     if choice == 'auto':
         real = bool(os.environ.get('SPDK_RPC_SOCKET'))
@@ -75,9 +76,8 @@ def _accel(choice):
 
 
 def _label(bench):
-    if bench.is_emulator or bench.accel == 'tcg':
-        return EMULATOR_LABEL if bench.is_emulator else \
-            'TCG guest, not hardware numbers'
+    if bench.accel == 'tcg':
+        return TCG_LABEL
     return 'real SPDK target + KVM'
 
 
@@ -89,7 +89,9 @@ def run(args, workdir):
                             args.target_pid, _accel(args.accel)) as bench:
         results['meta'] = {
             'label': _label(bench), 'profile': profile.name,
-            'target': 'emulator' if bench.is_emulator else 'spdk_tgt',
+            'target': '%s %s' % (
+                bench.target.app,
+                bench.admin.spdk_get_version()['version']),
             'accel': bench.accel, 'profile_settings': profile._asdict(),
             'started': datetime.datetime.now(
                 datetime.timezone.utc).isoformat(timespec='seconds')}

@@ -6,8 +6,8 @@ io_uring, an IOThread). (B) the backing holds an lvol store; a thin lvol
 is attached through our os-brick connector and the guest talks
 vhost-user-blk to the controller it made. Host CPU is read from /proc:
 ``qemu`` is the whole QEMU process; ``io_path`` is what serves the I/O
-(A: QEMU's IOThread; B: the SPDK target, or under the emulator its
-qemu-storage-daemon).
+(A: QEMU's IOThread; B: the whole SPDK target process, its polling
+reactor included).
 """
 
 import functools
