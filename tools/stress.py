@@ -12,7 +12,11 @@ exits non-zero if there is any.
 
     python -m tools.stress --cycles 20 --processes 4 --threads 4 --remote
 
-Without ``--socket`` it starts SPDK target emulators of its own.
+It starts real SPDK targets of its own (``testbed.spdk_target``, on core
+0): the storage target is a ``spdk_tgt`` (the Cinder driver wants its
+vhost and NVMe-oF RPCs) with an lvol store on a sparse file; with
+``--remote`` the compute target is a ``vhost`` app, polling, since the
+NVMe-oF initiator refuses interrupt mode.
 """
 
 import argparse
@@ -29,6 +33,7 @@ import uuid
 from testbed import net
 
 LVS = 'stress_lvs'
+LVS_MIB = 16384  # a sparse file; the volumes are thin
 STORAGE_ID = 'stress-storage'
 HOST_NQN = ('nqn.2014-08.org.nvmexpress:uuid:'
             '5d7a4e2c-93b1-4f60-8d2e-0c1b2a3f4e5d')
@@ -198,29 +203,26 @@ def leaks(storage, compute):
 
 
 def _start_targets(stack, args):
-    """Emulators (storage, and compute with --remote) and their clients."""
+    """Real targets (storage, and compute with --remote), their clients."""
     from os_brick_connector import spdk_rpc
-    from tests.emulator import fixture as emulator_fixture
+    from testbed import spdk_target
 
-    def target():
-        fixture = emulator_fixture.EmulatorFixture(use_real=False)
+    def target(app, name):
+        fixture = spdk_target.SpdkTarget(app=app, name=name)
         fixture.setUp()
         stack.append(fixture.cleanUp)
         client = spdk_rpc.SpdkClient(fixture.socket_path, timeout=60)
         stack.append(client.close)
-        return fixture.socket_path, client
+        return fixture, client
 
-    storage_socket, storage = target()
-    storage.call('bdev_malloc_create', {'name': 'Malloc0',
-                                        'num_blocks': 262144,
-                                        'block_size': 512})
-    storage.call('bdev_lvol_create_lvstore', {'bdev_name': 'Malloc0',
-                                              'lvs_name': LVS})
+    storage_target, storage = target('spdk_tgt', 'stress-storage')
+    storage_target.aio_lvstore(LVS, size_mib=LVS_MIB)
     if args.remote:
-        compute_socket, compute = target()
+        compute_target, compute = target('vhost', 'stress-compute')
     else:
-        compute_socket, compute = storage_socket, storage
-    return storage_socket, storage, compute_socket, compute
+        compute_target, compute = storage_target, storage
+    return (storage_target.socket_path, storage,
+            compute_target.socket_path, compute)
 
 
 def main(argv=None):
