@@ -2,6 +2,7 @@
 
 import functools
 import os
+import pwd
 import subprocess
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -23,7 +24,8 @@ def spdk_dir(version=None):
     tree = os.environ.get('SPDK_DIR')
     if not tree:
         cmd = [BUILD_SCRIPT] + ([version] if version else [])
-        done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+        done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True,
+                              env=_build_env())
         if done.returncode != 0:
             raise SpdkNotBuilt('%s failed (exit %d)'
                                % (' '.join(cmd), done.returncode))
@@ -32,6 +34,17 @@ def spdk_dir(version=None):
         if not os.access(app_path(app, tree), os.X_OK):
             raise SpdkNotBuilt('%s has no build/bin/%s' % (tree, app))
     return tree
+
+
+def _build_env():
+    """The caller's environment, with the real home for the build cache.
+
+    oslotest points $HOME at a per-test temp dir: the script would find
+    no cache there and build SPDK again (minutes) in every test.
+    """
+    env = dict(os.environ)
+    env['HOME'] = pwd.getpwuid(os.getuid()).pw_dir
+    return env
 
 
 def app_path(app, tree=None):
