@@ -54,6 +54,7 @@ class DevstackPluginTest(base.TestCase):
             'SPDK_GROUP': grp.getgrgid(os.getgid()).gr_name,
             'SPDK_DIR': self.spdk_dir,
             'SPDK_TARGET_ID': 'aio-host',
+            'SPDK_BUILD_SCRIPT': self.path('build-spdk.sh'),
         }
         os.makedirs(os.path.join(self.tmp, 'rootwrap.d'))
         with open(self.env['NOVA_CONF'], 'w') as conf:
@@ -64,10 +65,15 @@ class DevstackPluginTest(base.TestCase):
     def path(self, name):
         return os.path.join(self.tmp, name)
 
-    def prebuilt_spdk(self):
-        subprocess.run(['bash', '-c', 'source "$0"; make_fake_spdk "$1"',
+    def stub(self, function, *args, **env):
+        """Run a function of stubs.sh, e.g. to make a fake SPDK tree."""
+        subprocess.run(['bash', '-c', 'source "$0"; "$@"',
                         os.path.join(HERE, 'devstack', 'stubs.sh'),
-                        self.spdk_dir], env=self.env, check=True)
+                        function] + list(args),
+                       env=dict(self.env, **env), check=True)
+
+    def prebuilt_spdk(self):
+        self.stub('make_fake_spdk', self.spdk_dir)
 
     def run_plugin(self, *steps, check=True, **env):
         result = subprocess.run(['bash', RUN] + list(steps),
@@ -140,21 +146,58 @@ class DevstackPluginTest(base.TestCase):
     def test_prebuilt_spdk_is_not_rebuilt(self):
         self.prebuilt_spdk()
         self.run_plugin('pre-install')
-        self.assertNotCalled('git_clone')
-        self.assertNotCalled('make')
+        self.assertNotCalled('build-spdk.sh')
+        self.assertNotCalled('install_package')
         self.assertCalled('scripts/setup.sh HUGEMEM=4096 PCI_ALLOWED=none')
         self.assertCalled('groupadd --system')
         self.assertCalled('usermod -a -G %s stack' % self.env['SPDK_GROUP'])
 
-    def test_spdk_is_built_from_a_checkout(self):
-        self.run_plugin('pre-install', SPDK_BRANCH='v26.05.x',
-                        SPDK_CONFIGURE_ARGS='--with-rdma')
-        self.assertCalled('git_clone https://github.com/spdk/spdk.git %s '
-                          'v26.05.x' % self.spdk_dir)
-        self.assertCalled('git submodule update --init')
-        self.assertCalled('configure HUGEMEM= PCI_ALLOWED= --with-rdma')
-        self.assertLess(self.index('configure '), self.index('make -j'))
-        self.assertLess(self.index('make -j'), self.index('setup.sh'))
+    def build_script(self):
+        """A fake tools/build-spdk.sh; returns where it puts its trees."""
+        builds = self.path('builds')
+        self.stub('make_fake_build_script', self.env['SPDK_BUILD_SCRIPT'],
+                  FAKE_SPDK_BUILDS=builds)
+        return builds
+
+    def test_spdk_is_built_by_the_project_script(self):
+        builds = self.build_script()
+        self.run_plugin('pre-install', SPDK_SOURCES='/srv/spdk-tarballs')
+        self.assertCalled('build-spdk.sh 26.05 '
+                          'SPDK_SOURCES=/srv/spdk-tarballs')
+        self.assertEqual(os.path.join(builds, 'spdk-v26.05'),
+                         os.readlink(self.spdk_dir))
+        self.assertLess(self.index('install_package'),
+                        self.index('build-spdk.sh'))
+        self.assertLess(self.index('build-spdk.sh'), self.index('setup.sh'))
+
+    def test_build_packages_come_from_bindep(self):
+        self.build_script()
+        self.run_plugin('pre-install')
+        [call] = self.assertCalled('install_package')
+        packages = call.split()[1:]
+        self.assertIn('libdpdk-dev', packages)
+        self.assertIn('libaio-dev', packages)
+        # The "spdk" profile only: not the test suite's QEMU or kernel.
+        self.assertNotIn('qemu-system-x86', packages)
+
+    def test_a_built_tree_is_rebuilt_for_another_version(self):
+        # A link left by an earlier stack is not a prebuilt tree: the
+        # script (instant when cached) is asked for the wanted version.
+        builds = self.build_script()
+        self.run_plugin('pre-install')
+        self.run_plugin('pre-install', SPDK_VERSION='26.01')
+        self.assertCalled('build-spdk.sh 26.01 SPDK_SOURCES=')
+        self.assertEqual(os.path.join(builds, 'spdk-v26.01'),
+                         os.readlink(self.spdk_dir))
+
+    def test_failed_build_stops_the_stack(self):
+        with open(self.env['SPDK_BUILD_SCRIPT'], 'w') as script:
+            script.write('#!/bin/sh\necho "build-spdk: error" >&2\nexit 1\n')
+        os.chmod(self.env['SPDK_BUILD_SCRIPT'], 0o755)
+        result = self.run_plugin('pre-install', check=False)
+        self.assertNotEqual(0, result.returncode)
+        self.assertIn('did not build SPDK v26.05', result.stderr)
+        self.assertNotCalled('setup.sh')
 
     def test_phases_in_devstack_order(self):
         self.prebuilt_spdk()
@@ -178,9 +221,11 @@ class DevstackPluginTest(base.TestCase):
         config = os.path.join(data, 'spdk', 'spdk_tgt.json')
         [call] = self.assertCalled('run_process spdk-tgt')
         self.assertEqual(
-            'run_process spdk-tgt %s/build/bin/spdk_tgt -m 0x6 '
+            'run_process spdk-tgt /usr/bin/env LD_LIBRARY_PATH=%s/build/lib '
+            '%s/build/bin/spdk_tgt -m 0x6 '
             '-r /var/tmp/spdk.sock -S %s/spdk/vhost --json %s '
-            '--json-ignore-init-errors  root' % (self.spdk_dir, data, config),
+            '--json-ignore-init-errors  root' % (self.spdk_dir, self.spdk_dir,
+                                                 data, config),
             call)
         with open(config) as f:
             saved = json.load(f)

@@ -5,6 +5,8 @@
 # change the host (services, packages, users, OpenStack API calls) is only
 # recorded, one line per call, in $STUB_LOG.
 
+STUB_DIR=${STUB_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
+
 log_call() {
     echo "$*" >>"$STUB_LOG"
 }
@@ -46,8 +48,8 @@ sudo() {
 }
 
 # Commands that would change the host or need a cloud: recorded only.
-for cmd in git_clone setup_develop run_process stop_process restart_service \
-        groupadd usermod systemctl make git; do
+for cmd in install_package setup_develop run_process stop_process \
+        restart_service groupadd usermod systemctl make git; do
     eval "$cmd() { log_call $cmd \"\$@\"; }"
 done
 
@@ -67,8 +69,7 @@ getent() {
 make_fake_spdk() {
     local dir=$1 script
     mkdir -p "$dir/scripts" "$dir/build/bin"
-    for script in scripts/setup.sh scripts/rpc.py scripts/pkgdep.sh \
-            build/bin/spdk_tgt configure; do
+    for script in scripts/setup.sh scripts/rpc.py build/bin/spdk_tgt; do
         cat >"$dir/$script" <<SCRIPT
 #!/bin/bash
 echo "$script HUGEMEM=\${HUGEMEM-} PCI_ALLOWED=\${PCI_ALLOWED-} \$*" >>"$STUB_LOG"
@@ -80,8 +81,18 @@ SCRIPT
     done
 }
 
-git_clone() {
-    log_call git_clone "$@"
-    make_fake_spdk "$2"
-    rm "$2/build/bin/spdk_tgt"
+# A tools/build-spdk.sh that records how it was called and "builds" a
+# fake tree in $FAKE_SPDK_BUILDS, printing its path last, as the real one.
+make_fake_build_script() {
+    local script=$1
+    cat >"$script" <<SCRIPT
+#!/bin/bash
+echo "build-spdk.sh \$* SPDK_SOURCES=\${SPDK_SOURCES-}" >>"$STUB_LOG"
+source "$STUB_DIR/stubs.sh"
+tree=$FAKE_SPDK_BUILDS/spdk-v\$1
+make_fake_spdk "\$tree"
+echo "build-spdk: built" >&2
+echo "\$tree"
+SCRIPT
+    chmod +x "$script"
 }
