@@ -7,6 +7,10 @@
 set -uo pipefail
 
 bin=${1:-.venv/bin}
+# Every SPDK-facing test runs real SPDK targets from this build (cached:
+# instant once make test's spdk step has built it).
+SPDK_DIR=$(tools/build-spdk.sh) || { echo "SPDK build failed" >&2; exit 1; }
+export SPDK_DIR
 suites=(tests/unit tests/functional tests/cinder tests/nova tests/deployment)
 stream=$(mktemp)
 trap 'rm -f "$stream"' EXIT
