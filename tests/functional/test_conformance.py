@@ -1,8 +1,11 @@
-"""The emulator answers every recorded SPDK v26.05 call exactly.
+"""The SPDK this run built answers every recorded v26.05 call exactly.
 
-Each scenario in tests/emulator/transcripts/ is replayed on fresh
-emulators (see tests/emulator/replay.py for the rules), plus the
-JSON-RPC envelope cases a transcript cannot express.
+Each scenario in tests/functional/transcripts/ is replayed on fresh real
+targets (a storage ``spdk_tgt`` and, for calls marked ``"target":
+"compute"``, a second one; tests/functional/replay.py gives the rules and
+how the replay adapts to this machine), plus the JSON-RPC envelope cases a
+transcript cannot express. An SPDK upgrade that changes an error code or
+a reply the drivers rely on fails here.
 """
 
 import filecmp
@@ -15,10 +18,11 @@ import fixtures
 
 from testbed import rpc_raw
 from tests import base
-from tests.emulator import fixture as emu_fixture
-from tests.emulator import replay
+from tests.functional import replay
 
-SHARED = os.path.join(emu_fixture.REPO, '..', 'shared', 'spdk-transcripts')
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+SHARED = os.path.join(REPO, '..', 'shared', 'spdk-transcripts')
 
 
 class ConformanceTest(base.TestCase):
@@ -31,13 +35,9 @@ class ConformanceTest(base.TestCase):
         scenario = replay.load(name)
         needs_compute = any(c.get('target') == 'compute'
                             for c in scenario['calls'])
-        storage = self.useFixture(emu_fixture.EmulatorFixture())
-        targets = {'storage': storage}
+        targets = {'storage': self.useFixture(replay.target('storage'))}
         if needs_compute:
-            if storage.is_real:
-                self.skipTest('needs a second (compute) SPDK target')
-            targets['compute'] = self.useFixture(
-                emu_fixture.EmulatorFixture())
+            targets['compute'] = self.useFixture(replay.target('compute'))
         work_dir = self.useFixture(fixtures.TempDir()).path
         replay.prepare_work_dir(work_dir)
         replay.Replay(scenario, targets, work_dir).run(replay.CHECKS)
@@ -81,10 +81,10 @@ class EnvelopeTest(base.TestCase):
     def setUp(self):
         super().setUp()
         self.useFixture(fixtures.Timeout(120, gentle=True))
-        self.emu = self.useFixture(emu_fixture.EmulatorFixture())
+        self.target = self.useFixture(replay.target('storage'))
 
     def _client(self):
-        client = rpc_raw.RawClient(self.emu.socket_path, timeout=10)
+        client = rpc_raw.RawClient(self.target.socket_path, timeout=10)
         self.addCleanup(client.close)
         return client
 
@@ -98,7 +98,7 @@ class EnvelopeTest(base.TestCase):
         client.send_raw(recorded['sent_raw'].encode())
         self._assert_closed(client)
         # The server keeps serving other clients.
-        self.assertIn('result', self.emu.call('spdk_get_version'))
+        self.assertIn('result', self.target.call('spdk_get_version'))
 
     def test_oversized_request_closes(self):
         client = self._client()
@@ -121,7 +121,7 @@ class EnvelopeTest(base.TestCase):
     def test_reply_is_newline_terminated(self):
         with socket.socket(socket.AF_UNIX) as sock:
             sock.settimeout(10)
-            sock.connect(self.emu.socket_path)
+            sock.connect(self.target.socket_path)
             sock.sendall(b'{"jsonrpc":"2.0","method":"spdk_get_version",'
                          b'"id":1}')
             data = b''
@@ -133,7 +133,7 @@ class EnvelopeTest(base.TestCase):
 
     def test_unknown_method(self):
         self.assertEqual({'code': -32601, 'message': 'Method not found'},
-                         self.emu.call('save_config')['error'])
+                         self.target.call('save_config')['error'])
 
     def test_wrong_param_types(self):
         decode_failed = {'code': -32603,
@@ -147,14 +147,14 @@ class EnvelopeTest(base.TestCase):
                 ('bdev_set_qos_limit', {'name': 'x',
                                         'rw_ios_per_sec': 1.5})):
             self.assertEqual(decode_failed,
-                             self.emu.call(method, params)['error'],
+                             self.target.call(method, params)['error'],
                              method)
 
     def test_concurrent_clients(self):
         results = []
 
         def worker(index):
-            client = rpc_raw.RawClient(self.emu.socket_path, timeout=60)
+            client = rpc_raw.RawClient(self.target.socket_path, timeout=60)
             try:
                 name = 'Malloc%d' % (100 + index)
                 results.append(client.call('bdev_malloc_create', {
@@ -172,4 +172,4 @@ class EnvelopeTest(base.TestCase):
             thread.join(60)
         self.assertEqual(16, len(results))
         self.assertTrue(all('result' in r for r in results), results)
-        self.assertEqual([], self.emu.call('bdev_get_bdevs')['result'])
+        self.assertEqual([], self.target.call('bdev_get_bdevs')['result'])

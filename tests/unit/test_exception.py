@@ -9,7 +9,7 @@ from os_brick_connector import exception as exc
 from tests import base
 
 TRANSCRIPTS = os.path.join(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))), 'emulator', 'transcripts')
+    os.path.abspath(__file__))), 'functional', 'transcripts')
 
 # What callers must see for each (code, message) SPDK v26.05 answered.
 # A transcript error missing here fails test_every_error_is_expected, so

@@ -257,7 +257,7 @@ class HelperTest(ClientTestCase):
     """Every helper sends exactly SPDK v26's method and params."""
 
     # (helper, args, kwargs, expected params); params as recorded from
-    # real SPDK in tests/emulator/transcripts where the RPC appears there.
+    # real SPDK in tests/functional/transcripts where the RPC appears there.
     CASES = [
         ('spdk_get_version', (), {}, None),
         ('rpc_get_methods', (), {}, None),
