@@ -35,7 +35,8 @@ def main(argv=None):
               % (dep.endpoint, deployment.USER, deployment.PROJECT))
         print('cinder.conf: %s' % dep.conf_path)
         print('logs: %s' % os.path.dirname(dep.log_path('cinder-api')))
-        print('SPDK target emulator: %s' % dep.target.socket_path)
+        print('SPDK target (spdk_tgt): %s  log: %s'
+              % (dep.target.socket_path, dep.target.log_path))
         print('e.g. cinder --os-auth-type token_endpoint --os-endpoint %s '
               '--os-token %s:%s list'
               % (dep.endpoint, deployment.USER, deployment.PROJECT))

@@ -1,6 +1,7 @@
 """The whole Cinder deployment on loopback, as one fixture.
 
-SPDK target emulator (two lvol stores, reported as two pools), a fresh
+A real ``spdk_tgt`` (``testbed.spdk_target``; two lvol stores on sparse
+files, reported as two pools), a fresh
 MariaDB database and RabbitMQ vhost, ``cinder-manage db sync``, then the
 real ``cinder-scheduler``, ``cinder-volume`` and ``cinder-api`` console
 scripts of the installed ``cinder`` package. Ready means: the API
@@ -20,10 +21,10 @@ from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
 
 from testbed import net
+from testbed import spdk_target
 from tests.deployment import backing
 from tests.deployment import cinder_conf
 from tests.deployment import processes
-from tests.emulator import fixture as emulator_fixture
 
 LOG = logging.getLogger(__name__)
 
@@ -62,8 +63,11 @@ class CinderDeployment(fixtures.Fixture):
         self.workdir = self.useFixture(fixtures.TempDir()).path
         for sub in ('state', 'lock', 'coordination', 'log'):
             os.makedirs(os.path.join(self.workdir, sub))
-        self.target = self.useFixture(emulator_fixture.EmulatorFixture())
-        self._make_lvstores()
+        # spdk_tgt: the driver exports over NVMe-oF and serves vhost.
+        self.target = self.useFixture(spdk_target.SpdkTarget(
+            app='spdk_tgt', name='spdk_tgt'))
+        for lvs, mib in sorted(LVSTORES.items()):
+            self.target.aio_lvstore(lvs, size_mib=mib)
         self.database = self.useFixture(backing.Database())
         self.rabbit = self.useFixture(backing.RabbitVhost())
         self.api_port = net.free_port()
@@ -89,33 +93,18 @@ class CinderDeployment(fixtures.Fixture):
             raise RuntimeError('cinder-api failed during start: %s\n%s'
                                % (err, self._logs_text())) from err
 
-    def _make_lvstores(self):
-        for index, (lvs, mib) in enumerate(sorted(LVSTORES.items())):
-            bdev = 'Malloc%d' % index
-            self.rpc('bdev_malloc_create', {
-                'name': bdev, 'num_blocks': mib * 2048, 'block_size': 512})
-            self.rpc('bdev_lvol_create_lvstore', {
-                'bdev_name': bdev, 'lvs_name': lvs,
-                'cluster_sz': 1048576})
-
     def rpc(self, method, params=None):
         """One RPC on the SPDK target; an error reply raises."""
-        reply = self.target.call(method, params)
-        if 'error' in reply:
-            raise RuntimeError('%s %s: %s' % (method, params,
-                                              reply['error']))
-        return reply['result']
+        return self.target.rpc(method, params)
 
     def log_path(self, name):
         return os.path.join(self.workdir, 'log', name + '.log')
 
     def logs(self, limit=6000):
-        """Tail of every service log (and the emulator's), by name."""
+        """Tail of every service log (and the SPDK target's), by name."""
         found = {name: processes.tail(self.log_path(name), limit)
                  for name in ('cinder-manage',) + SERVICES}
-        if self.target.process is not None:
-            found['spdk-emulator'] = processes.tail(self.target.log_path,
-                                                    limit)
+        found['spdk_tgt'] = processes.tail(self.target.log_path, limit)
         return found
 
     def _logs_text(self):

@@ -61,7 +61,7 @@ class TestConnection(base.DeploymentTestCase):
             'traddr': '127.0.0.1',
             'trsvcid': str(self.deployment.nvmf_port), 'adrfam': 'ipv4',
             'ns_id': 1, 'host_nqn': connector['nqn'], 'access_mode': 'rw',
-            'block_size': 512}, data)
+            'block_size': lvol['block_size']}, data)
         self.assertTrue(nqn.endswith(lvol_name(vol)))
         subsystem = self._subsystems()[nqn]
         self.assertEqual([connector['nqn']],
@@ -79,7 +79,8 @@ class TestConnection(base.DeploymentTestCase):
         self.assertData({'volume_id': vol.id,
                          'bdev': 'lvs0/' + lvol_name(vol),
                          'lvol_uuid': lvol['uuid'], 'transport': 'local',
-                         'access_mode': 'rw', 'block_size': 512}, data)
+                         'access_mode': 'rw',
+                         'block_size': lvol['block_size']}, data)
         self.assertNotIn('nqn', data)
         self.assertEqual({}, self._subsystems())
 
