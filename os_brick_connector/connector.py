@@ -259,21 +259,39 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
 
     # -- disconnect --------------------------------------------------------
 
+    def _try_delete(self, name):
+        """One deletion attempt: True when gone, False while a guest holds it.
+
+        Real SPDK never answers EBUSY here: ``vhost_delete_controller`` on
+        a controller with a connected guest re-queues itself until the
+        guest goes, so the call hangs past our timeout and the controller
+        is deleted later, under whoever reattached meanwhile. So a
+        controller with a session is not asked to go at all.
+        """
+        ctrl = self._controller(name)
+        if ctrl is None:
+            return True
+        if ctrl.get('sessions'):
+            return False
+        try:
+            self.client.vhost_delete_controller(name)
+        except spdk_exc.NotFound:
+            pass
+        except spdk_exc.Busy:
+            return False
+        return True
+
     def _delete_controller(self, name, force):
         """Delete, retrying while a guest holds it. Whether it is gone."""
         attempts = self.conf.disconnect_retries + 1
         for attempt in range(1, attempts + 1):
-            try:
-                self.client.vhost_delete_controller(name)
+            if self._try_delete(name):
                 return True
-            except spdk_exc.NotFound:
-                return True
-            except spdk_exc.Busy:
-                LOG.debug('vhost-blk controller %(name)s still in use '
-                          '(attempt %(n)d of %(total)d)',
-                          {'name': name, 'n': attempt, 'total': attempts})
-                if attempt < attempts:
-                    time.sleep(self.conf.disconnect_retry_interval)
+            LOG.debug('vhost-blk controller %(name)s still in use '
+                      '(attempt %(n)d of %(total)d)',
+                      {'name': name, 'n': attempt, 'total': attempts})
+            if attempt < attempts:
+                time.sleep(self.conf.disconnect_retry_interval)
         if not force:
             raise errors.VolumeStillInUse(ctrlr=name, attempts=attempts)
         LOG.warning('Forced disconnect: vhost-blk controller %s still has '

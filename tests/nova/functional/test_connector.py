@@ -1,8 +1,9 @@
-"""SpdkVhostConnector against the SPDK target emulator (or a real target).
+"""SpdkVhostConnector against real SPDK targets.
 
-The vhost-user sockets are real (qemu-storage-daemon serves them), so
-socket permissions and "a guest is still connected" are real too: a
-connected client is an accepted vhost-user connection on the daemon.
+Local volumes: an idle ``vhost`` target with four reactors placed on two
+faked NUMA nodes. Remote volumes: an ``nvmf_tgt`` storage target exports
+lvols over real NVMe/TCP on loopback and a polling compute target
+attaches them. A connected guest is a real client on SPDK's vhost socket.
 """
 
 import grp
@@ -22,35 +23,18 @@ from os_brick_connector import exception as spdk_exc
 from os_brick_connector import host_identity
 from os_brick_connector import nvme_initiator
 from os_brick_connector import privileged
-from os_brick_connector import spdk_rpc
 from testbed import net
 from tests import base
-from tests.emulator import fixture as emulator_fixture
 from tests.nova import fake_sysfs
+from tests.nova.functional import targets
 
 GROUP = 'spdk_vhost'
-LVS = 'lvs0'
+LVS = targets.LVS
 HOST_NQN = ('nqn.2014-08.org.nvmexpress:uuid:'
             '1b4e28ba-2fa1-11d2-883f-b9a761bde3fb')
 VOLUME_A = '6a1c7b8e-0d2f-4c3e-9a51-0a2b3c4d5e6f'
 VOLUME_B = '7b2d8c9f-1e30-4d4f-8b62-1b3c4d5e6f70'
 VOLUME_C = '8c3e9da0-2f41-4e50-9c73-2c4d5e6f7081'
-
-
-def start_target(test, core_mask='0xf', reactor_numa=(0, 0, 1, 1)):
-    """An emulator with an lvstore; its fixture and a client for it."""
-    target = test.useFixture(emulator_fixture.EmulatorFixture(
-        core_mask=core_mask, reactor_numa=list(reactor_numa),
-        use_real=False))
-    client = spdk_rpc.SpdkClient(socket_path=target.socket_path,
-                                 timeout=30, connect_retries=0)
-    test.addCleanup(client.close)
-    client.call('bdev_malloc_create', {'name': 'Malloc0',
-                                       'num_blocks': 131072,
-                                       'block_size': 512})
-    client.call('bdev_lvol_create_lvstore', {'bdev_name': 'Malloc0',
-                                             'lvs_name': LVS})
-    return target, client
 
 
 def local_props(volume_id, client, **extra):
@@ -67,13 +51,15 @@ def local_props(volume_id, client, **extra):
 class ConnectorTestCase(base.TestCase):
     """One compute target with reactors 0,1 on node 0 and 2,3 on node 1."""
 
-    reactor_numa = (0, 0, 1, 1)
     host_nodes = {0: '0-1', 1: '2-3'}
+
+    def start_compute(self):
+        return targets.local_compute(self)
 
     def setUp(self):
         super().setUp()
-        self.target, self.client = start_target(
-            self, reactor_numa=self.reactor_numa)
+        self.target = self.start_compute()
+        self.client = targets.client_of(self, self.target)
         self.sysfs = self.useFixture(fake_sysfs.FakeSysfs(self.host_nodes))
         conf = cfg.ConfigOpts()
         config.register_connector_opts(conf)
@@ -318,14 +304,21 @@ class TestNumaPlacement(ConnectorTestCase):
                          props[host_identity.TARGET_ID])
 
 
-class TestTcpConnect(ConnectorTestCase):
-    """Storage on a second target, reached over (emulated) NVMe-oF/TCP."""
+class RemoteTestCase(ConnectorTestCase):
+    """Storage on an nvmf_tgt, reached over real NVMe/TCP on loopback.
+
+    The compute target polls one reactor, on node 0.
+    """
+
+    host_nodes = {0: '0-1'}
+
+    def start_compute(self):
+        return targets.remote_compute(self)
 
     def setUp(self):
         super().setUp()
-        self.storage_target, self.storage = start_target(
-            self, core_mask='0x1', reactor_numa=(0,))
-        self.storage.nvmf_create_transport('TCP')
+        self.storage_target = targets.storage(self)
+        self.storage = targets.client_of(self, self.storage_target)
 
     def export(self, volume_id):
         """What the Cinder driver does: one subsystem per volume."""
@@ -342,10 +335,13 @@ class TestTcpConnect(ConnectorTestCase):
                 'transport': 'tcp', 'nqn': nqn, 'traddr': '127.0.0.1',
                 'trsvcid': port, 'adrfam': 'ipv4', 'ns_id': 1,
                 'host_nqn': HOST_NQN, 'access_mode': 'rw',
-                'block_size': 512, 'numa_node': 1}
+                'block_size': 512, 'numa_node': 0}
 
     def nvme_names(self):
         return [c['name'] for c in self.client.bdev_nvme_get_controllers()]
+
+
+class TestTcpConnect(RemoteTestCase):
 
     def test_connect_then_disconnect(self):
         self.cfg.config(group=GROUP, nvme_ctrlr_loss_timeout_sec=30)
@@ -356,7 +352,7 @@ class TestTcpConnect(ConnectorTestCase):
         ctrl = self.controller(info['controller'])
         self.assertEqual(nvme + 'n1',
                          ctrl['backend_specific']['block']['bdev'])
-        self.assertEqual(('0x4', 1), (info['cpumask'], info['numa_node']))
+        self.assertEqual(('0x1', 0), (info['cpumask'], info['numa_node']))
         config = self.client.framework_get_config('bdev')
         attach = [c['params'] for c in config
                   if c['method'] == 'bdev_nvme_attach_controller']
