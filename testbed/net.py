@@ -6,7 +6,7 @@ import socket
 def free_port(host='127.0.0.1'):
     """A TCP port nothing listens on right now.
 
-    Tests run in parallel workers, each with its own emulators, so a fixed
+    Tests run in parallel workers, each with its own SPDK targets, so a fixed
     port (NVMe-oF's 4420) would make two tests' listeners collide.
     """
     family = socket.AF_INET6 if ':' in host else socket.AF_INET
