@@ -14,6 +14,7 @@ from cinder.volume import volume_utils
 from oslo_config import cfg
 from oslo_log import log
 
+from cinder_spdk_vhost import dd
 from cinder_spdk_vhost import errors
 from cinder_spdk_vhost import image_cache
 from cinder_spdk_vhost import images
@@ -25,8 +26,8 @@ LOG = log.getLogger(__name__)
 CONF = cfg.CONF
 
 IMAGE_RPCS = frozenset((
-    'bdev_aio_create', 'bdev_aio_delete', 'bdev_lvol_clone_bdev',
-    'bdev_lvol_decouple_parent', 'bdev_lvol_inflate',
+    'bdev_aio_create', 'bdev_aio_delete', 'bdev_lvol_decouple_parent',
+    'bdev_lvol_inflate',
     'bdev_lvol_set_read_only',
     'bdev_lvol_start_shallow_copy', 'bdev_lvol_check_shallow_copy'))
 
@@ -39,11 +40,17 @@ class ImageMixin(object):
         return image_cache.ImageCache(self.client, self.configuration)
 
     def _sweep_scratch(self):
-        """Remove scratch lvols and aio bdevs of interrupted transfers.
+        """Remove scratch exports, lvols and aio bdevs of broken transfers.
 
-        Clones before snapshots, so each snapshot has one clone at most
-        when deleted; lvols before aio bdevs, which they may read.
+        Exports before the lvols they hold; clones before snapshots, so
+        each snapshot has one clone at most when deleted.
         """
+        for sub in self.client.nvmf_get_subsystems():
+            name = dd.scratch_name(self.exporter, sub['nqn'])
+            if name:
+                LOG.warning('Deleting NVMe-oF subsystem %s, left by an '
+                            'interrupted image transfer', sub['nqn'])
+                self.exporter.unexport(name, None)
         for lvs in self.lvstores:
             items = self.client.bdev_lvol_get_lvols(lvs_name=lvs)
             scratch = sorted(
@@ -79,8 +86,8 @@ class ImageMixin(object):
                 run_as_root=False, disable_sparse=disable_sparse)
             images.pad(path, store['cluster_size'])
             return images.import_file(
-                self.client, path, lvs, lvol_name,
-                lvols.temp_name('img', volume.id), store['block_size'], rb)
+                self.client, self.exporter, self.configuration, path, lvs,
+                lvol_name, volume.id, store['cluster_size'], rb)
 
     def copy_image_to_volume(self, context, volume, image_service, image_id,
                              disable_sparse=False):

@@ -1,13 +1,12 @@
 """Move image data between raw files and lvols, with SPDK doing the I/O.
 
 The storage node needs no nbd, nvme-tcp or ublk kernel module and never
-maps a volume: SPDK opens a raw file in the staging directory as an aio
-bdev. Importing makes an "esnap" clone of that bdev and decouples it, so
-the lvol owns the image's clusters and the file can go; exporting
-shallow-copies
-a read-only lvol's own clusters into a fresh sparse file. Hence the
-staging directory must be on the SPDK target's host, readable and
-writable by the SPDK process.
+maps a volume. Importing writes a raw file into a new thin lvol with
+``spdk_dd --sparse`` (see :mod:`dd`): only the clusters holding data are
+allocated. Exporting makes SPDK open a fresh sparse file in the staging
+directory as an aio bdev and shallow-copy a read-only lvol's own clusters
+into it. Hence the staging directory must be on the SPDK target's host,
+readable and writable by the SPDK process.
 """
 
 import contextlib
@@ -19,6 +18,7 @@ from cinder import exception
 from oslo_log import log
 from oslo_utils import fileutils
 
+from cinder_spdk_vhost import dd
 from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import rollback
 from os_brick_connector import exception as rpc_exc
@@ -54,8 +54,8 @@ def staging_file(directory, prefix):
 def pad(path, multiple):
     """Grow a raw file to whole ``multiple`` bytes (zeros, sparse).
 
-    An esnap clone's size is its bdev's size, which SPDK wants in whole
-    lvstore clusters.
+    spdk_dd copies whole blocks into an lvol of whole clusters: the tail
+    of a file of any other size would be refused or lost.
     """
     size = os.path.getsize(path)
     if size % multiple:
@@ -76,31 +76,33 @@ def delete_aio(client, name):
         LOG.debug('aio bdev %s was already gone', name)
 
 
-def _open_file(client, path, name, block_size, readonly, cleanup):
+def _open_file(client, path, name, block_size, cleanup):
     """Open ``path`` as aio bdev ``name`` until ``cleanup`` runs."""
     # One left by an interrupted attempt would make the name taken.
     delete_aio(client, name)
-    client.bdev_aio_create(path, name, block_size=block_size,
-                           readonly=readonly or None)
+    client.bdev_aio_create(path, name, block_size=block_size)
     cleanup.add('delete aio bdev %s' % name, delete_aio, client, name)
 
 
-def import_file(client, path, lvs, lvol_name, aio_name, block_size, rb):
-    """Make new lvol ``lvs/lvol_name`` hold the bytes of raw ``path``.
+def import_file(client, exporter, conf, path, lvs, lvol_name, volume_id,
+                cluster_size, rb):
+    """Make new thin lvol ``lvs/lvol_name`` hold the bytes of raw ``path``.
 
-    Esnap clone of the file, then decouple: afterwards the lvol owns the
-    image's clusters and neither the aio bdev nor the file is needed.
-    Decouple rather than inflate: inflate would also make it thick, so
-    growing it to the volume's size would allocate the whole volume. Its
-    undo is registered on ``rb``.
+    The lvol is the file's size (whole clusters); spdk_dd writes the
+    file's data extents into it over a scratch NVMe-oF export, which is
+    gone afterwards. The lvol's undo is registered on ``rb``.
     """
     alias = lvols.alias(lvs, lvol_name)
     delete_lvol(client, alias)
+    size_mib = -(-os.path.getsize(path) // lvols.MIB)
+    with rb.change('delete lvol %s' % alias, delete_lvol, client, alias):
+        lvol_uuid = client.bdev_lvol_create(lvol_name, size_mib,
+                                            lvs_name=lvs, thin_provision=True)
     with rollback.Cleanup('import %s' % path) as cleanup:
-        _open_file(client, path, aio_name, block_size, True, cleanup)
-        client.bdev_lvol_clone_bdev(aio_name, lvs, lvol_name)
-        rb.add('delete lvol %s' % alias, delete_lvol, client, alias)
-        client.bdev_lvol_decouple_parent(alias)
+        params, secret = dd.scratch_export(exporter, lvol_uuid, volume_id,
+                                           cleanup)
+        dd.write_file(conf, path, params, secret)
+    dd.check_written(lvols.get(client, alias), path, cluster_size)
     return alias
 
 
@@ -155,7 +157,7 @@ def export_to_file(client, src_alias, lvol, path, aio_name, timeout):
     with open(path, 'wb') as out:
         out.truncate(lvol.size_bytes)
     with rollback.Cleanup('export %s' % src_alias) as cleanup:
-        _open_file(client, path, aio_name, lvol.block_size, False, cleanup)
+        _open_file(client, path, aio_name, lvol.block_size, cleanup)
         started = client.bdev_lvol_start_shallow_copy(src_alias, aio_name)
         return wait_shallow_copy(client, started['operation_id'], src_alias,
                                  timeout)

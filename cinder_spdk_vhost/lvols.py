@@ -22,8 +22,9 @@ GIB = 1024 * MIB
 
 class Lvol(collections.namedtuple('Lvol', [
         'uuid', 'alias', 'lvs', 'name', 'block_size', 'num_blocks',
-        'is_snapshot', 'clones', 'base_snapshot', 'rate_limits', 'esnap'],
-        defaults=(False,))):
+        'is_snapshot', 'clones', 'base_snapshot', 'rate_limits', 'esnap',
+        'allocated_clusters'],
+        defaults=(False, None))):
     """What the driver needs of one lvol bdev."""
 
     @property
@@ -74,7 +75,8 @@ def from_bdev(bdev):
                 clones=list(info.get('clones') or []),
                 base_snapshot=info.get('base_snapshot'),
                 rate_limits=dict(bdev.get('assigned_rate_limits') or {}),
-                esnap=bool(info.get('esnap_clone')))
+                esnap=bool(info.get('esnap_clone')),
+                allocated_clusters=info.get('num_allocated_clusters'))
 
 
 def get(client, name):

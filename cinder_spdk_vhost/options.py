@@ -65,6 +65,20 @@ driver_opts = [
                     'must be on the SPDK target\'s host and readable and '
                     'writable by the SPDK process. Unset: Cinder\'s '
                     'image_conversion_dir.'),
+    cfg.StrOpt('spdk_dd_path',
+               default='spdk_dd',
+               help='SPDK\'s spdk_dd program (a path, or a name on PATH), '
+                    'run on the storage node to write images into lvols '
+                    'over a scratch NVMe-oF export on spdk_nvmf_address.'),
+    cfg.StrOpt('spdk_dd_core_mask',
+               default='0x1',
+               help='Core mask (-m) of spdk_dd. It runs with the core locks '
+                    'off, so it may share cores with the SPDK target.'),
+    cfg.IntOpt('spdk_dd_mem_mb',
+               default=0,
+               min=0,
+               help='Hugepage memory (-s, MiB) spdk_dd reserves; 0: SPDK\'s '
+                    'default.'),
     cfg.IntOpt('spdk_image_copy_timeout',
                default=3600,
                min=1,

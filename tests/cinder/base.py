@@ -17,8 +17,8 @@ from oslo_config import cfg
 
 from testbed import cinder_standalone as standalone
 from testbed import net
+from testbed import spdk_target
 from tests import base
-from tests.emulator import fixture as emulator_fixture
 
 objects.register_all()
 CONF = cfg.CONF
@@ -67,18 +67,31 @@ class CinderTestCase(base.TestCase):
         return objects.Snapshot.get_by_id(self.ctxt, snap.id)
 
 
-class EmulatorTestCase(CinderTestCase):
-    """Plus an SPDK target emulator holding lvol store ``lvs0``."""
+class TargetTestCase(CinderTestCase):
+    """Plus a real ``spdk_tgt`` holding lvol store ``lvs0`` on an aio file.
+
+    The lvstore is on a sparse file, so it costs no hugepages and
+    survives a restart of the target as on a real storage node
+    (``add_base`` re-opens it). ``json_config`` is a saved config the
+    target loads at every start.
+    """
+
+    LVS_MIB = 1024
 
     def setUp(self):
         super().setUp()
-        self.target = self.useFixture(emulator_fixture.EmulatorFixture())
-        self.rpc('bdev_malloc_create', {'name': 'Malloc0',
-                                        'num_blocks': 131072,
-                                        'block_size': 512})
-        self.rpc('bdev_lvol_create_lvstore', {'bdev_name': 'Malloc0',
-                                              'lvs_name': LVS,
-                                              'cluster_sz': 1048576})
+        self.target = self.start_target()
+        self.target.aio_lvstore(LVS, size_mib=self.LVS_MIB)
+
+    def start_target(self, json_config=None, **kwargs):
+        return self.useFixture(spdk_target.SpdkTarget(
+            json_config=json_config, name='storage', **kwargs))
+
+    def add_base(self):
+        """Re-open the lvstore's file after a restart without a config."""
+        self.rpc('bdev_aio_create', {
+            'name': '%s_base' % LVS, 'block_size': 4096,
+            'filename': '%s/%s.img' % (self.target.workdir, LVS)})
 
     def rpc(self, method, params=None):
         """One call on the target; fail the test on an error reply."""
@@ -91,7 +104,7 @@ class EmulatorTestCase(CinderTestCase):
         return self.target.call(method, params).get('error')
 
     def make_driver(self, **overrides):
-        """A set-up SpdkVhostDriver talking to the emulator."""
+        """A set-up SpdkVhostDriver talking to the target."""
         settings = {'spdk_rpc_socket': self.target.socket_path,
                     'spdk_rpc_connect_retries': 0,
                     'spdk_rpc_timeout': 10.0,

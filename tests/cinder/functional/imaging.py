@@ -2,8 +2,9 @@
 
 Images are made by qemu-img; Glance is Cinder's own test fake holding
 them in memory; Cinder's real image_utils fetches, converts and uploads.
-An lvol's bytes are read from the emulator's data files with qemu-img
-(backing chain resolved), independently of the RPCs under test.
+An lvol's bytes are read over NVMe/TCP by SPDK's spdk_dd through an
+export the test makes itself (:mod:`tests.cinder.lvol_reader`),
+independently of the driver code under test.
 """
 
 import datetime
@@ -18,7 +19,9 @@ import fixtures
 from oslo_config import cfg
 
 from cinder_spdk_vhost import lvols
+from testbed import spdk_build
 from tests.cinder import base
+from tests.cinder import lvol_reader
 
 CONF = cfg.CONF
 MIB = lvols.MIB
@@ -44,6 +47,12 @@ def use_privsep_in_process(test):
     test.addCleanup(privsep.sys_admin_pctxt.set_client_mode, True)
 
 
+def use_spdk_libraries(test):
+    """Let the driver's spdk_dd find the libraries of the built tree."""
+    test.useFixture(fixtures.EnvironmentVariable(
+        'LD_LIBRARY_PATH', spdk_build.app_env()['LD_LIBRARY_PATH']))
+
+
 class Glance(fake_image._FakeImageService):
     """Cinder's fake Glance, keeping what is uploaded (it drops it)."""
 
@@ -60,7 +69,7 @@ class Glance(fake_image._FakeImageService):
         return image
 
 
-class ImageTestCase(base.EmulatorTestCase):
+class ImageTestCase(base.TargetTestCase):
     """A fake image service, a staging directory, image makers, readers."""
 
     def setUp(self):
@@ -71,9 +80,11 @@ class ImageTestCase(base.EmulatorTestCase):
                           os.path.join(self.tmp, 'conversion'))
         self.glance = Glance()
         use_privsep_in_process(self)
+        use_spdk_libraries(self)
 
     def driver_opts(self, **overrides):
-        opts = {'spdk_image_staging_dir': self.staging}
+        opts = {'spdk_image_staging_dir': self.staging,
+                'spdk_dd_path': spdk_build.app_path('spdk_dd')}
         opts.update(overrides)
         return opts
 
@@ -119,22 +130,8 @@ class ImageTestCase(base.EmulatorTestCase):
 
     def lvol_bytes(self, name, length):
         """The first ``length`` bytes of lvol ``name`` as a guest sees them."""
-        if self.target.is_real:
-            self.skipTest('reads lvol data through the emulator\'s files')
-        bdev = self.rpc('bdev_get_bdevs', {'name': '%s/%s' % (base.LVS,
-                                                              name)})[0]
-        lvs_uuid = bdev['driver_specific']['lvol']['lvol_store_uuid']
-        path = os.path.join(self.target.state_dir, 'lvs', lvs_uuid,
-                            bdev['name'] + '.qcow2')
-        out = os.path.join(self.tmp, 'read-%s.raw' % uuid.uuid4().hex)
-        qemu_img('convert', '-U', '--image-opts',
-                 'driver=raw,size=%d,file.driver=qcow2,'
-                 'file.file.driver=file,file.file.filename=%s'
-                 % (length, path), '-O', 'raw', out)
-        with open(out, 'rb') as src:
-            data = src.read()
-        os.unlink(out)
-        return data
+        return lvol_reader.read_lvol(self.target, '%s/%s' % (base.LVS, name),
+                                     length, self.tmp)
 
     def aio_bdevs(self):
         return sorted(b['name'] for b in self.rpc('bdev_get_bdevs')
@@ -154,3 +151,4 @@ class ImageTestCase(base.EmulatorTestCase):
         self.assertEqual([], [n for n in self.lvol_names()
                               if lvols.is_temp(n)])
         self.assertEqual([], self.staged_files())
+        self.assertEqual([], [n for n in self.subsystems() if ':tmp-' in n])

@@ -1,4 +1,4 @@
-"""The driver's whole lifecycle against the SPDK target emulator."""
+"""The driver's whole lifecycle against a real SPDK target."""
 
 from cinder import exception
 
@@ -13,7 +13,7 @@ REMOTE = {'host': 'compute1', 'nqn': HOST_NQN, 'spdk_target_id': 'compute1'}
 MIB = 1024 * 1024
 
 
-class DriverTestCase(base.EmulatorTestCase):
+class DriverTestCase(base.TargetTestCase):
 
     def setUp(self):
         super().setUp()
@@ -262,7 +262,7 @@ class ConnectionTest(DriverTestCase):
         self.assertEqual(self.alias(volume), data['bdev'])
         self.assertEqual(self.bdev(self.alias(volume))['uuid'],
                          data['lvol_uuid'])
-        self.assertEqual(512, data['block_size'])
+        self.assertEqual(4096, data['block_size'])
         self.assertEqual('rw', data['access_mode'])
         self.assertEqual([], self.subsystems())
         self.driver.terminate_connection(

@@ -4,10 +4,14 @@ Real qemu-img images (raw and qcow2), Cinder's real image_utils and its
 fake Glance; the bytes are checked in the lvol and in the uploaded image.
 """
 
+import contextlib
+
 from cinder import exception
 import fixtures
+from oslo_config import cfg
 
 from os_brick_connector import exception as rpc_exc
+from tests.cinder import base
 from tests.cinder.functional import imaging
 
 IMAGE_LEN = 3 * imaging.MIB + 4096   # not a whole number of clusters
@@ -58,7 +62,21 @@ class ImageToVolumeTest(_DriverImageTest):
         lvol = info['driver_specific']['lvol']
         self.assertFalse(lvol['esnap_clone'])
         self.assertFalse(lvol['clone'])
+        # Thin: only the clusters the image's data is in.
+        self.assertTrue(lvol['thin_provision'])
+        self.assertEqual(-(-IMAGE_LEN // imaging.MIB),
+                         lvol['num_allocated_clusters'])
         self.assert_no_scratch()
+
+    def test_sparse_image_stays_thin(self):
+        """Holes in the image allocate nothing, even at the far end."""
+        data = imaging.pattern('head', imaging.MIB)
+        image = self.add_image(data + bytes(510 * imaging.MIB) + data)
+        volume = self.from_image(image)
+        lvol = self.rpc('bdev_get_bdevs', {'name': 'lvs0/' + volume.name})[
+            0]['driver_specific']['lvol']
+        self.assertEqual(2, lvol['num_allocated_clusters'])
+        self.check_volume(volume, data)
 
     def test_qcow2_image(self):
         data = imaging.pattern('qcow2', IMAGE_LEN)
@@ -88,13 +106,13 @@ class ImageToVolumeTest(_DriverImageTest):
                           volume, self.glance, image['id'])
         self.assert_no_scratch()
 
-    def test_failure_at_decouple_leaves_volume_as_it_was(self):
+    def failed_import_leaves_volume_as_it_was(self, failing):
         image = self.add_image(imaging.pattern('f', IMAGE_LEN))
         volume = self.make_volume(size=1)
         self.driver.create_volume(volume)
         uuid = self.rpc('bdev_get_bdevs',
                         {'name': 'lvs0/' + volume.name})[0]['name']
-        with self.failing('bdev_lvol_decouple_parent'):
+        with failing:
             self.assertRaises(exception.VolumeBackendAPIException,
                               self.driver.copy_image_to_volume, self.ctxt,
                               volume, self.glance, image['id'])
@@ -102,6 +120,23 @@ class ImageToVolumeTest(_DriverImageTest):
         self.assertEqual(uuid, self.rpc(
             'bdev_get_bdevs', {'name': 'lvs0/' + volume.name})[0]['name'])
         self.assert_no_scratch()
+
+    def test_failure_at_export_leaves_volume_as_it_was(self):
+        self.failed_import_leaves_volume_as_it_was(
+            self.failing('nvmf_subsystem_add_listener'))
+
+    def test_failure_of_spdk_dd_leaves_volume_as_it_was(self):
+        self.failed_import_leaves_volume_as_it_was(self.spdk_dd('false'))
+
+    @contextlib.contextmanager
+    def spdk_dd(self, path):
+        """The driver runs ``path`` instead of spdk_dd inside."""
+        real = self.driver.configuration.spdk_dd_path
+        cfg.CONF.set_override('spdk_dd_path', path, group=base.BACKEND)
+        try:
+            yield
+        finally:
+            cfg.CONF.set_override('spdk_dd_path', real, group=base.BACKEND)
 
     def test_lvstore_without_room_for_the_image(self):
         data = imaging.pattern('full', IMAGE_LEN)
@@ -118,9 +153,14 @@ class ImageToVolumeTest(_DriverImageTest):
         err = self.assertRaises(exception.VolumeBackendAPIException,
                                 self.driver.copy_image_to_volume, self.ctxt,
                                 volume, self.glance, image['id'])
-        self.assertIn('No space left on device', str(err))
+        self.assertIn('spdk_dd', str(err))
         self.assertEqual(['filler', volume.name], self.lvol_names())
         self.assert_no_scratch()
+        # The target lived through it, and the volume is still usable.
+        self.rpc('bdev_lvol_delete', {'name': 'lvs0/filler'})
+        self.driver.copy_image_to_volume(self.ctxt, volume, self.glance,
+                                         image['id'])
+        self.check_volume(volume, data)
 
 
 class VolumeToImageTest(_DriverImageTest):

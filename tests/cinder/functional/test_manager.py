@@ -18,7 +18,7 @@ from tests.cinder import base
 CONF = cfg.CONF
 
 
-class ManagerTest(base.EmulatorTestCase):
+class ManagerTest(base.TargetTestCase):
 
     def setUp(self):
         super().setUp()

@@ -22,7 +22,7 @@ REMOTE = {'spdk_target_id': 'compute-target', 'host': 'compute',
           'nqn': HOST_NQN}
 
 
-class SavedConfigTest(base.EmulatorTestCase):
+class SavedConfigTest(base.TargetTestCase):
 
     def setUp(self):
         # The lvstore goes on an aio file instead of the base's malloc.

@@ -1,0 +1,129 @@
+"""Write a raw image file into an lvol with SPDK's ``spdk_dd``, thin.
+
+The lvol lives in the running target, which alone may open its lvstore,
+so ``spdk_dd`` reaches it the way a compute host would: the driver
+exports the lvol on a scratch NVMe-oF subsystem admitting one random
+host NQN (and, with ``spdk_nvmf_auth = dhchap``, a fresh secret), and
+``spdk_dd`` attaches it with ``bdev_nvme_attach_controller`` from a JSON
+config. ``--sparse`` skips the file's holes, so only clusters holding
+data are allocated: the lvol stays thin (decoupling an esnap clone of
+the file instead copies every cluster). No kernel module is involved.
+"""
+
+import json
+import os
+import tempfile
+import uuid
+
+from cinder import exception
+from oslo_concurrency import processutils
+from oslo_log import log
+
+from cinder_spdk_vhost import lvols
+
+LOG = log.getLogger(__name__)
+
+HOST_NQN_PREFIX = 'nqn.2014-08.org.nvmexpress:uuid:'
+CONTROLLER = 'import'
+BLOCK = 1024 * 1024
+
+
+def scratch_name(exporter, nqn):
+    """The export name behind a scratch subsystem's NQN, else None."""
+    name = nqn[len(exporter.nqn('')):]
+    if nqn == exporter.nqn(name) and lvols.is_temp(name):
+        return name
+    return None
+
+
+def scratch_export(exporter, lvol_uuid, volume_id, cleanup):
+    """Export ``lvol_uuid`` to a one-off host; its attach params and key.
+
+    The subsystem (and key) are undone by ``cleanup``, a
+    :class:`rollback.Cleanup` the caller leaves after the copy.
+    """
+    name = lvols.temp_name('dd', volume_id)
+    exporter.delete(exporter.nqn(name))
+    host = HOST_NQN_PREFIX + str(uuid.uuid4())
+    data = exporter.export(name, _Ref(lvol_uuid), host, cleanup)
+    params = {'name': CONTROLLER, 'trtype': data['transport'],
+              'traddr': data['traddr'], 'trsvcid': data['trsvcid'],
+              'adrfam': data['adrfam'], 'subnqn': data['nqn'],
+              'hostnqn': host}
+    return params, data.get('dhchap_key')
+
+
+def data_clusters(path, cluster_size):
+    """How many lvol clusters the data extents of ``path`` touch."""
+    clusters = set()
+    with open(path, 'rb') as src:
+        fd = src.fileno()
+        end = os.fstat(fd).st_size
+        offset = 0
+        while offset < end:
+            try:
+                start = os.lseek(fd, offset, os.SEEK_DATA)
+            except OSError:  # ENXIO: no data after offset
+                break
+            offset = os.lseek(fd, start, os.SEEK_HOLE)
+            clusters.update(range(start // cluster_size,
+                                  (offset - 1) // cluster_size + 1))
+    return len(clusters)
+
+
+def check_written(lvol, path, cluster_size):
+    """Refuse a copy that left clusters of the file's data unallocated.
+
+    spdk_dd (v26.05) exits 0 when writes fail, e.g. a thin lvol that
+    found no free cluster (the target answers each write with an
+    internal device error): the allocation count is what tells.
+    """
+    needed = data_clusters(path, cluster_size)
+    if (lvol.allocated_clusters or 0) < needed:
+        raise exception.VolumeBackendAPIException(
+            data='spdk_dd could not write %s into %s: %s of its %d '
+                 'clusters allocated (is the lvol store full?)'
+                 % (path, lvol.alias, lvol.allocated_clusters, needed))
+
+
+class _Ref(object):
+    """The little of an lvol that :meth:`NvmfExport.export` reads."""
+
+    def __init__(self, lvol_uuid):
+        self.uuid = lvol_uuid
+
+
+def _config(params, secret, workdir):
+    """spdk_dd's JSON config: the keyring (if auth) and the controller."""
+    subsystems = []
+    if secret:
+        path = os.path.join(workdir, 'dhchap.key')
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, 'w') as out:
+            out.write(secret)
+        subsystems.append({'subsystem': 'keyring', 'config': [{
+            'method': 'keyring_file_add_key',
+            'params': {'name': 'dhchap', 'path': path}}]})
+        params = dict(params, dhchap_key='dhchap')
+    subsystems.append({'subsystem': 'bdev', 'config': [{
+        'method': 'bdev_nvme_attach_controller', 'params': params}]})
+    return {'subsystems': subsystems}
+
+
+def write_file(conf, path, params, secret):
+    """Run spdk_dd: the holes of raw ``path`` are skipped (``--sparse``)."""
+    with tempfile.TemporaryDirectory(prefix='spdk-dd-') as workdir:
+        config = os.path.join(workdir, 'dd.json')
+        with open(config, 'w') as out:
+            json.dump(_config(params, secret, workdir), out)
+        cmd = [conf.spdk_dd_path, '--if', path, '--ob', CONTROLLER + 'n1',
+               '--json', config, '--sparse', '--bs', str(BLOCK),
+               '-m', conf.spdk_dd_core_mask, '--disable-cpumask-locks']
+        if conf.spdk_dd_mem_mb:
+            cmd += ['-s', str(conf.spdk_dd_mem_mb)]
+        try:
+            processutils.execute(*cmd)
+        except (processutils.ProcessExecutionError, OSError) as err:
+            raise exception.VolumeBackendAPIException(
+                data='spdk_dd could not write %s: %s' % (path, err)
+            ) from err
