@@ -27,11 +27,11 @@ def client_of(test, target, **kwargs):
     return client
 
 
-def start(test, name, lvstore=True, **kwargs):
+def start(test, name, lvstore=True, size_mib=1024, **kwargs):
     """A target fixture (SpdkTarget arguments) with lvstore ``lvs0``."""
     target = test.useFixture(spdk_target.SpdkTarget(name=name, **kwargs))
     if lvstore:
-        target.aio_lvstore(LVS, block_size=512)
+        target.aio_lvstore(LVS, size_mib=size_mib, block_size=512)
     return target
 
 

@@ -3,7 +3,8 @@
 Nova's driver reads the guest's node from the instance's NUMA topology
 and the host's libvirt capabilities (faked: two nodes, CPUs 0-1 and
 2-3); the real connector reads reactor cores from the SPDK target
-(an emulator with reactors on cores 0-3) and nodes from a fake sysfs.
+(an idle ``vhost`` target with four reactors, lcores 0-3 on the two
+real CPUs) and nodes from a fake sysfs.
 The controllers it creates on the target are what is checked. The
 ``connection_info`` is built per DESIGN.md from the target's RPCs: the
 placement does not depend on who made it.
@@ -14,6 +15,7 @@ import fixtures
 from os_brick_connector import connector_errors
 from tests.nova import compute
 from tests.nova import fake_sysfs
+from tests.nova.functional import targets
 from tests.nova.functional import test_nova_vhost_user_libvirt as attach
 from tests.nova import libvirt_guest as guests
 from tests.nova.unit import nova_fakes
@@ -27,9 +29,8 @@ class NumaHostTestCase(attach.ComputeTestCase):
     def setUp(self):
         super().setUp()
         sysfs = self.useFixture(fake_sysfs.FakeSysfs(self.host_nodes))
-        target = attach.start_target(self, use_real=False, core_mask='0xf',
-                                     reactor_numa=[0, 0, 1, 1])
-        self.use_compute_target(target, sysfs_root=sysfs.root)
+        self.use_compute_target(targets.local_compute(self),
+                                sysfs_root=sysfs.root)
         cpus = [[int(c) for c in cpulist.split('-')]
                 for _node, cpulist in sorted(self.host_nodes.items())]
         caps = nova_fakes.FakeHost(nova_fakes.host_topology(

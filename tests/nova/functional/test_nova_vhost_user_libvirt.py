@@ -1,14 +1,15 @@
 """The attach path on real parts: Nova driver, SPDK connector, libvirt, QEMU.
 
 The compute driver's volume driver uses the real ``SpdkVhostConnector``
-against the SPDK target emulator (or a real ``spdk_tgt``), libvirtd
+against a real SPDK target, libvirtd
 defines guests built from Nova's config classes, and QEMU (TCG) runs them
 as ``libvirt-qemu``: the socket is usable only because the connector gave
 it to QEMU's group. The ``connection_info`` comes from the real Cinder
 volume manager and driver, run in their own process
 (:mod:`testbed.service_process`), for both transports: ``local`` (the lvol
-on the compute host's target) and ``tcp`` (a second target as the
-storage node, reached over NVMe-oF).
+on the compute host's ``spdk_tgt``, which Cinder also drives) and ``tcp``
+(a storage node's ``spdk_tgt`` exporting over real NVMe/TCP to a polling
+compute ``vhost`` target).
 
 Needs libvirtd running as root after hugetlbfs is mounted
 (tools/setup-hugepages.sh, tools/start-libvirt.sh).
@@ -29,8 +30,8 @@ from nova_vhost_user import exception as vhost_exception
 from testbed import net
 from testbed import service_process
 from tests import base
-from tests.emulator import fixture as emulator_fixture
 from tests.nova import compute
+from tests.nova.functional import targets
 from tests.nova import libvirt_guest as guests
 
 try:
@@ -39,7 +40,7 @@ except ImportError:  # reported by setUp, with what to install
     libvirt = None
 
 URI = os.environ.get('SPDK_VHOST_TEST_LIBVIRT_URI', 'qemu:///system')
-LVS = 'lvs0'
+LVS = targets.LVS
 HOST_NQN = ('nqn.2014-08.org.nvmexpress:uuid:'
             '2c5f39cb-3fa2-42e3-994f-c9b872cef4fc')
 QEMU_USER = 'libvirt-qemu'
@@ -57,16 +58,12 @@ while :; do sleep 10; done
 '''
 
 
-def start_target(test, **kwargs):
-    """A target (emulator unless told) with lvol store ``lvs0``."""
-    target = test.useFixture(emulator_fixture.EmulatorFixture(**kwargs))
-    rpc(target, 'bdev_malloc_create', {'name': 'Malloc0',
-                                       'num_blocks': 262144,
-                                       'block_size': 512})
-    rpc(target, 'bdev_lvol_create_lvstore', {'bdev_name': 'Malloc0',
-                                             'lvs_name': LVS,
-                                             'cluster_sz': 1048576})
-    return target
+def cinder_target(test, name):
+    """A target the Cinder driver may use: ``spdk_tgt`` (it needs every RPC).
+
+    Thin 1 GiB volumes on a sparse 4 GiB lvstore.
+    """
+    return targets.start(test, name, app='spdk_tgt', size_mib=4096)
 
 
 def rpc(target, method, params=None):
@@ -232,7 +229,7 @@ class TestLocalAttach(AttachTests, ComputeTestCase):
 
     def setUp(self):
         super().setUp()
-        self.use_compute_target(start_target(self))
+        self.use_compute_target(cinder_target(self, 'compute'))
         self.cinder = self.useFixture(service_process.ServiceProcess(
             service_process.CINDER))
         self.cinder.call('start', rpc_socket=self.target.socket_path,
@@ -249,8 +246,8 @@ class TestTcpAttach(AttachTests, ComputeTestCase):
 
     def setUp(self):
         super().setUp()
-        self.storage = start_target(self, use_real=False)
-        self.use_compute_target(start_target(self, use_real=False))
+        self.storage = cinder_target(self, 'storage')
+        self.use_compute_target(targets.remote_compute(self))
         port = net.free_port()
         self.cinder = self.useFixture(service_process.ServiceProcess(
             service_process.CINDER))
@@ -266,11 +263,14 @@ class TestTcpAttach(AttachTests, ComputeTestCase):
 
 
 class TestGuestMemoryRefused(ComputeTestCase):
-    """No hugepage-backed shared memory: refused, nothing created."""
+    """No hugepage-backed shared memory: refused, nothing created.
+
+    Refused before SPDK sees the guest: such a guest crashes the target.
+    """
 
     def setUp(self):
         super().setUp()
-        self.use_compute_target(start_target(self))
+        self.use_compute_target(targets.local_compute(self, lcores=None))
         lvol = rpc(self.target, 'bdev_lvol_create', {
             'lvol_name': 'vol-1', 'size_in_mib': 8, 'lvs_name': LVS,
             'thin_provision': True})
