@@ -1,11 +1,13 @@
 """One logical volume, exposed over vhost-user-blk, written by a real guest.
 
-The chain every later piece builds on: an lvol on an SPDK target (the
-emulator, or a real ``spdk_tgt``), a vhost-blk controller serving it, a
-QEMU guest on hugepage-backed memory writing through that controller, and
-the bytes read back from the lvol itself. The read-back uses only SPDK RPCs
-(the lvol is made read-only and shallow-copied to an aio file), so it
-proves the data reached the volume on a real target as on the emulator.
+The chain every later piece builds on: an lvol on a real SPDK target
+(``spdk_tgt`` or ``vhost``) in an lvstore on a sparse AIO file, a vhost-blk
+controller serving it, a QEMU guest on hugepage-backed memory writing
+through that controller, and the bytes read back from the lvol itself. The
+read-back uses only SPDK RPCs (the lvol is made read-only and
+shallow-copied to an aio file), so it proves the data reached the volume
+and not some cache on the way. The base is an AIO file, not malloc: it
+costs no hugepages and lets an interrupt-mode target sleep when idle.
 """
 
 import collections
@@ -52,12 +54,13 @@ class VhostChain(object):
         """Base bdev, lvstore, thin lvol and its vhost-blk controller."""
         with self._step('base bdev') as detail:
             base_mib = 2 * self.lvol_mib
-            self.client.call('bdev_malloc_create', {
-                'name': self.base, 'block_size': 512,
-                'num_blocks': base_mib * MiB // 512})
-            self._undo.append(lambda: self.client.call(
-                'bdev_malloc_delete', {'name': self.base}))
-            detail.append('malloc %s, %d MiB' % (self.base, base_mib))
+            path = os.path.join(self._dir('base'), 'lvstore.raw')
+            with open(path, 'wb') as image:
+                image.truncate(base_mib * MiB)
+            self.client.bdev_aio_create(path, self.base, block_size=512)
+            self._undo.append(lambda: self.client.bdev_aio_delete(
+                self.base))
+            detail.append('aio %s, %d MiB sparse' % (self.base, base_mib))
         with self._step('lvstore') as detail:
             uuid = self.client.call('bdev_lvol_create_lvstore', {
                 'bdev_name': self.base, 'lvs_name': self.lvs,

@@ -1,13 +1,15 @@
-"""The test guest against real vhost-user-blk exports.
+"""The test guest against real SPDK vhost-user-blk controllers.
 
-qemu-storage-daemon serves raw files over vhost-user-blk; the guest boots
-under QEMU TCG with hugepage memory and does real I/O, and the test checks
-the raw files on the host. No SPDK is involved: this proves the guest
-tooling itself, which the SPDK tests build on.
+A real interrupt-mode SPDK ``vhost`` target serves raw files (``bdev_aio``)
+over vhost-user-blk; the guest boots under QEMU TCG with hugepage memory
+and does real I/O, and the test checks the raw files on the host. This
+proves the guest tooling the SPDK tests build on, and what a connected
+guest means to SPDK (a session that holds its controller).
 """
 
 import gzip
 import hashlib
+import json
 import lzma
 import os
 import shutil
@@ -18,16 +20,20 @@ import fixtures
 
 from testbed.guest import initramfs
 from testbed.guest import qemu
+from testbed import rpc_raw
+from testbed import spdk_target
 from tests import base
 
 MiB = 1024 * 1024
 
 
-class QemuStorageDaemon(fixtures.Fixture):
-    """qemu-storage-daemon exporting fresh raw files over vhost-user-blk.
+class SpdkVhostExports(fixtures.Fixture):
+    """A real SPDK ``vhost`` target exporting fresh raw files.
 
-    exports: (name, size in bytes, num_queues) tuples. After setUp,
-    ``socket(name)`` and ``image(name)`` give each export's paths.
+    exports: (name, size in bytes) pairs; each file is an AIO bdev (no
+    cache in SPDK: the host reads what the guest wrote) behind a
+    vhost-blk controller of the same name. After setUp, ``socket(name)``
+    and ``image(name)`` give each export's paths.
     """
 
     def __init__(self, exports):
@@ -35,77 +41,57 @@ class QemuStorageDaemon(fixtures.Fixture):
         self.exports = exports
 
     def socket(self, name):
-        return os.path.join(self.path, name + '.sock')
+        return os.path.join(self.target.vhost_dir, name)
 
     def image(self, name):
         return os.path.join(self.path, name + '.raw')
 
     def _setUp(self):
-        # No skip when a part is missing: make test installs them all,
-        # and a suite that skips its real parts proves nothing.
-        self.binary = shutil.which('qemu-storage-daemon')
-        if not self.binary:
-            raise RuntimeError('qemu-storage-daemon is not installed '
-                               '(see bindep.txt)')
         self.path = self.useFixture(fixtures.TempDir()).path
-        for name, size, _queues in self.exports:
+        for name, size in self.exports:
             with open(self.image(name), 'wb') as f:
                 f.truncate(size)
-        self.process = None
-        self.addCleanup(self._stop)
-        self._start()
+        self.target = self.useFixture(spdk_target.SpdkTarget(
+            app='vhost', interrupt_mode=True, name='vhost'))
+        self._export()
 
-    def _start(self):
-        args = [self.binary]
-        for name, _size, queues in self.exports:
-            args += ['--blockdev', 'driver=file,node-name=%s,filename=%s'
-                     % (name, self.image(name)),
-                     '--export', 'type=vhost-user-blk,id=%s-export,'
-                     'node-name=%s,addr.type=unix,addr.path=%s,writable=on,'
-                     'num-queues=%d' % (name, name, self.socket(name), queues)]
-        with open(self._log, 'ab') as log:
-            self.process = subprocess.Popen(args, stdout=log,
-                                            stderr=subprocess.STDOUT)
-        self._wait_for_sockets()
-
-    @property
-    def _log(self):
-        return os.path.join(self.path, 'qsd.log')
+    def _export(self):
+        for name, _size in self.exports:
+            self.target.rpc('bdev_aio_create', {
+                'name': name, 'filename': self.image(name),
+                'block_size': 512})
+            self.target.rpc('vhost_create_blk_controller', {
+                'ctrlr': name, 'dev_name': name})
 
     def restart(self):
-        """Stop and start again on the same images, like a target restart."""
-        self._stop()
-        for name, _size, _queues in self.exports:
-            if os.path.exists(self.socket(name)):
-                os.unlink(self.socket(name))
-        self._start()
+        """Stop and start again on the same files, like a service restart.
 
-    def _wait_for_sockets(self):
-        deadline = time.monotonic() + 10
-        while not all(os.path.exists(self.socket(name))
-                      for name, _size, _queues in self.exports):
-            if self.process.poll() is not None or \
-                    time.monotonic() > deadline:
-                with open(self._log) as f:
-                    raise RuntimeError('qemu-storage-daemon did not come up '
-                                       '(rc=%s): %s'
-                                       % (self.process.poll(), f.read()))
-            time.sleep(0.05)
+        The controllers are made again on the same socket paths, as the
+        target's saved config would.
+        """
+        self.target.stop()
+        self.target.start()
+        self._export()
 
-    def _stop(self):
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-        self.process.wait()
+    def controller(self, name):
+        [ctrlr] = self.target.rpc('vhost_get_controllers', {'name': name})
+        return ctrlr
+
+    def wait_sessions(self, name, count, timeout=60):
+        """The controller once it has ``count`` connected guests."""
+        deadline = time.monotonic() + timeout
+        while True:
+            ctrlr = self.controller(name)
+            if len(ctrlr['sessions']) == count:
+                return ctrlr
+            if time.monotonic() > deadline:
+                raise AssertionError('%s sessions: %r' % (
+                    name, ctrlr['sessions']))
+            time.sleep(0.1)
 
 
-class TestGuestOnStorageDaemon(base.TestCase):
-    """Boot the guest on qemu-storage-daemon exports and check the I/O."""
+class TestGuestOnSpdk(base.TestCase):
+    """Boot the guest on real SPDK vhost-blk controllers, check the I/O."""
 
     def setUp(self):
         super().setUp()
@@ -126,11 +112,11 @@ class TestGuestOnStorageDaemon(base.TestCase):
             return f.read(length)
 
     def test_two_disks_pattern_size_and_queues(self):
-        qsd = self.useFixture(QemuStorageDaemon(
-            [('big', 64 * MiB, 2), ('small', 24 * MiB, 1)]))
+        exports = self.useFixture(SpdkVhostExports(
+            [('big', 64 * MiB), ('small', 24 * MiB)]))
         guest = self._guest(
-            [qemu.VhostUserDisk(qsd.socket('big'), num_queues=2),
-             qemu.VhostUserDisk(qsd.socket('small'), num_queues=1)],
+            [qemu.VhostUserDisk(exports.socket('big'), num_queues=2),
+             qemu.VhostUserDisk(exports.socket('small'), num_queues=1)],
             vcpus=2)
         big_at, small_at, length = 5 * MiB + 4096, 20 * MiB, 12288
         results = guest.run(qemu.script(
@@ -151,7 +137,7 @@ class TestGuestOnStorageDaemon(base.TestCase):
         # and nowhere around it.
         for name, offset, token in (('big', big_at, 'big-disk-pattern'),
                                     ('small', small_at, 'small-pattern')):
-            image = qsd.image(name)
+            image = exports.image(name)
             self.assertEqual(qemu.pattern_bytes(token, length),
                              self._read(image, offset, length))
             self.assertEqual(b'\0' * 4096,
@@ -163,25 +149,26 @@ class TestGuestOnStorageDaemon(base.TestCase):
 
     def test_queues_capped_by_vcpus(self):
         # The guest uses min(vCPUs, device queues), as DESIGN.md expects.
-        qsd = self.useFixture(QemuStorageDaemon([('disk', 8 * MiB, 2)]))
+        exports = self.useFixture(SpdkVhostExports([('disk', 8 * MiB)]))
         guest = self._guest(
-            [qemu.VhostUserDisk(qsd.socket('disk'), num_queues=2)], vcpus=1)
+            [qemu.VhostUserDisk(exports.socket('disk'), num_queues=2)],
+            vcpus=1)
         results = guest.run(qemu.disk_info('vda'))
         self.assertEqual('1', results['vda.queues'])
 
     def test_long_running_guest_takes_commands(self):
-        qsd = self.useFixture(QemuStorageDaemon([('disk', 16 * MiB, 1)]))
+        exports = self.useFixture(SpdkVhostExports([('disk', 16 * MiB)]))
         guest = self.useFixture(qemu.GuestFixture(
-            [qemu.VhostUserDisk(qsd.socket('disk'))],
+            [qemu.VhostUserDisk(exports.socket('disk'))],
             memory_backend='file')).guest
         self.assertTrue(guest.running)
 
         guest.execute(qemu.write_pattern('vda', 4096, 8192, 'first'))
         self.assertEqual(qemu.pattern_bytes('first', 8192),
-                         self._read(qsd.image('disk'), 4096, 8192))
+                         self._read(exports.image('disk'), 4096, 8192))
         # Data written behind the guest's back is what it reads back:
         # its reads bypass the page cache.
-        with open(qsd.image('disk'), 'r+b') as f:
+        with open(exports.image('disk'), 'r+b') as f:
             f.seek(4096)
             f.write(qemu.pattern_bytes('host', 8192))
         read = guest.execute(qemu.read_back('vda', 4096, 8192))
@@ -201,6 +188,55 @@ class TestGuestOnStorageDaemon(base.TestCase):
         guest.stop()
         self.assertFalse(guest.running)
 
+    def _connected(self, exports, name):
+        guest = self.useFixture(qemu.GuestFixture(
+            [qemu.VhostUserDisk(exports.socket(name))])).guest
+        exports.wait_sessions(name, 1)
+        return guest
+
+    def test_connected_guest_holds_its_controller(self):
+        # A connected guest is an SPDK session. Deleting its controller
+        # gets no EBUSY: SPDK v26.05 re-queues the request until the guest
+        # goes, then answers (the connector must not ask while a session
+        # is listed). The session's open I/O channel also lets a QoS limit
+        # change (with none, any change after the first fails: EAGAIN).
+        exports = self.useFixture(SpdkVhostExports([('disk', 8 * MiB)]))
+        target = exports.target
+        target.rpc('bdev_set_qos_limit', {'name': 'disk',
+                                          'rw_ios_per_sec': 2000})
+        guest = self._connected(exports, 'disk')
+        pending = rpc_raw.RawClient(target.socket_path, timeout=120)
+        self.addCleanup(pending.close)
+        pending.send_raw(json.dumps({
+            'jsonrpc': '2.0', 'id': 1, 'method': 'vhost_delete_controller',
+            'params': {'ctrlr': 'disk'}}).encode())
+
+        self.assertTrue(target.rpc('bdev_set_qos_limit', {
+            'name': 'disk', 'rw_ios_per_sec': 5000}))
+        [bdev] = target.rpc('bdev_get_bdevs', {'name': 'disk'})
+        self.assertEqual(5000, bdev['assigned_rate_limits']['rw_ios_per_sec'])
+        self.assertEqual(1, len(exports.controller('disk')['sessions']))
+
+        guest.stop()
+        self.assertEqual({'jsonrpc': '2.0', 'id': 1, 'result': True},
+                         pending.recv())
+        self.assertEqual([], target.rpc('vhost_get_controllers'))
+
+    def test_bdev_removed_under_a_connected_guest(self):
+        # SPDK does not refuse it: the controller stays, with no bdev, so
+        # the drivers must refuse to delete a volume in use themselves.
+        exports = self.useFixture(SpdkVhostExports([('disk', 8 * MiB)]))
+        guest = self._connected(exports, 'disk')
+
+        self.assertTrue(exports.target.rpc('bdev_aio_delete',
+                                           {'name': 'disk'}))
+
+        ctrlr = exports.controller('disk')
+        self.assertIsNone(ctrlr['backend_specific']['block']['bdev'])
+        failed = guest.execute(qemu.read_back('vda', 0, 4096), check=False,
+                               timeout=60)
+        self.assertNotEqual(0, failed.rc, failed)
+
     def _writes_after(self, guest, count, timeout=60):
         """Poll the background writer until it has done more than count."""
         deadline = time.monotonic() + timeout
@@ -214,13 +250,13 @@ class TestGuestOnStorageDaemon(base.TestCase):
             time.sleep(0.5)
 
     def test_writing_guest_survives_storage_restart(self):
-        qsd = self.useFixture(QemuStorageDaemon([('disk', 8 * MiB, 1)]))
+        exports = self.useFixture(SpdkVhostExports([('disk', 8 * MiB)]))
         guest = self.useFixture(qemu.GuestFixture(
-            [qemu.VhostUserDisk(qsd.socket('disk'), reconnect=1)])).guest
+            [qemu.VhostUserDisk(exports.socket('disk'), reconnect=1)])).guest
         guest.execute(qemu.writer_start('vda', MiB, 65536, 'background'))
         before = self._writes_after(guest, 0)
 
-        qsd.restart()
+        exports.restart()
 
         self._writes_after(guest, int(guest.execute(
             qemu.writer_status())['writer.writes']))
@@ -228,11 +264,11 @@ class TestGuestOnStorageDaemon(base.TestCase):
         self.assertGreater(int(stopped['writer.writes']), before)
         self.assertEqual('0', stopped['writer.failures'])
         self.assertEqual(qemu.pattern_bytes('background', 65536),
-                         self._read(qsd.image('disk'), MiB, 65536))
+                         self._read(exports.image('disk'), MiB, 65536))
 
     def test_script_failure_reports_errors_and_kernel_log(self):
-        qsd = self.useFixture(QemuStorageDaemon([('disk', 4 * MiB, 1)]))
-        guest = self._guest([qsd.socket('disk')])
+        exports = self.useFixture(SpdkVhostExports([('disk', 4 * MiB)]))
+        guest = self._guest([exports.socket('disk')])
         err = self.assertRaises(
             qemu.GuestScriptError, guest.run,
             qemu.script(qemu.read_back('vda', 4 * MiB, 4096),
@@ -245,17 +281,17 @@ class TestGuestOnStorageDaemon(base.TestCase):
                             for line in err.results.kernel_log))
 
     def test_boot_timeout_kills_qemu(self):
-        qsd = self.useFixture(QemuStorageDaemon([('disk', 4 * MiB, 1)]))
-        guest = self._guest([qsd.socket('disk')], boot_timeout=0.5)
+        exports = self.useFixture(SpdkVhostExports([('disk', 4 * MiB)]))
+        guest = self._guest([exports.socket('disk')], boot_timeout=0.5)
         err = self.assertRaises(qemu.GuestTimeout, guest.run, 'true')
         self.assertIn('not at boot', str(err))
         self.assertFalse(guest.running)
 
     def test_refuses_to_boot_without_enough_hugepages(self):
-        qsd = self.useFixture(QemuStorageDaemon([('disk', 4 * MiB, 1)]))
+        exports = self.useFixture(SpdkVhostExports([('disk', 4 * MiB)]))
         info = qemu._meminfo('/proc/meminfo')
         too_much = (info['HugePages_Free'] + 1) * 2
-        guest = self._guest([qsd.socket('disk')], memory_mib=too_much)
+        guest = self._guest([exports.socket('disk')], memory_mib=too_much)
         err = self.assertRaises(qemu.HugepagesUnavailable, guest.run, 'true')
         self.assertIn('setup-hugepages.sh', str(err))
         self.assertFalse(guest.running)
