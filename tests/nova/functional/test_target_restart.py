@@ -1,12 +1,13 @@
 """A writing guest rides out a crash of the SPDK target under it.
 
 The connector saves the target's config after each change
-(``[spdk_vhost] spdk_saved_config``); the emulator is SIGKILLed (its
-qemu-storage-daemon dies with it) and restarted with ``--json`` of that
-file, as the service unit does. The guest's vhost-user disk reconnects
+(``[spdk_vhost] spdk_saved_config``); the real SPDK target is SIGKILLed
+and restarted with ``--json`` of that file, as the service unit does.
+The compute target polls (it attaches remote volumes); the storage
+target is an idle ``nvmf_tgt``. The guest's vhost-user disk reconnects
 (QEMU ``reconnect``) and its verified-pattern writer goes on with no I/O
 error, and a write acknowledged before the crash is still there after.
-Base bdevs are aio files: malloc data would not survive, as in SPDK.
+Base bdevs are aio files: malloc data would not survive.
 """
 
 import hashlib
@@ -22,15 +23,14 @@ from os_brick_connector import config
 from os_brick_connector import connector
 from os_brick_connector import privileged
 from os_brick_connector import saved_config
-from os_brick_connector import spdk_rpc
 from testbed.guest import qemu
 from testbed import net
 from tests import base
-from tests.emulator import fixture as emulator_fixture
 from tests.nova import fake_sysfs
+from tests.nova.functional import targets
 
 GROUP = 'spdk_vhost'
-LVS = 'lvs0'
+LVS = targets.LVS
 MIB = 1024 * 1024
 HOST_NQN = ('nqn.2014-08.org.nvmexpress:uuid:'
             '1b4e28ba-2fa1-11d2-883f-b9a761bde3fb')
@@ -41,25 +41,21 @@ KEPT = (4 * MIB, 65536)
 
 
 class Host(object):
-    """One emulated SPDK target with an aio lvstore and a saved config."""
+    """One SPDK target with an aio lvstore and a saved config."""
 
-    def __init__(self, test, name, core_mask='0x3', reactor_numa=(0, 0)):
+    def __init__(self, test, name, storage=False):
         tmp = test.useFixture(fixtures.TempDir()).path
         self.saved = os.path.join(tmp, name + '.json')
-        self.target = test.useFixture(emulator_fixture.EmulatorFixture(
-            core_mask=core_mask, reactor_numa=list(reactor_numa),
-            use_real=False, json_config=self.saved))
-        # Retries ride out the seconds a restart takes.
-        self.client = spdk_rpc.SpdkClient(
-            socket_path=self.target.socket_path, timeout=30,
-            connect_retries=100, retry_interval=0.1)
-        test.addCleanup(self.client.close)
-        base_file = os.path.join(tmp, name + '-base.img')
-        with open(base_file, 'wb') as out:
-            out.truncate(64 * MIB)
-        self.client.bdev_aio_create(base_file, 'base0')
-        self.client.call('bdev_lvol_create_lvstore', {
-            'bdev_name': 'base0', 'lvs_name': LVS, 'cluster_sz': MIB})
+        if storage:
+            self.target = targets.storage(test, name, transport=False,
+                                          json_config=self.saved)
+        else:
+            self.target = targets.remote_compute(test, name,
+                                                 json_config=self.saved)
+        # Retries ride out the moment a restart takes.
+        self.client = targets.client_of(test, self.target,
+                                        connect_retries=100,
+                                        retry_interval=0.1)
         self.saver = saved_config.ConfigSaver(self.client, self.saved)
 
     def crash_and_restart(self):
@@ -184,14 +180,14 @@ class TestComputeTargetCrash(RestartTestCase):
         self.check_restart(self.local_props())
 
     def test_tcp_volume(self):
-        storage = Host(self, 'storage', core_mask='0x1', reactor_numa=(0,))
+        storage = Host(self, 'storage', storage=True)
         self.check_restart(self.tcp_props(storage))
 
 
 class TestStorageTargetCrash(RestartTestCase):
 
     def test_tcp_volume(self):
-        storage = Host(self, 'storage', core_mask='0x1', reactor_numa=(0,))
+        storage = Host(self, 'storage', storage=True)
         props = self.tcp_props(storage)
         info = self.attach(props)
         guest = self.boot(info)
