@@ -194,11 +194,38 @@ def check_conf(conf):
     if conf.spdk_rpc_address is None:
         _check_abs_path('spdk_rpc_socket', conf.spdk_rpc_socket)
     _check_abs_path('sysfs_root', conf.sysfs_root)
-    loss = conf.nvme_ctrlr_loss_timeout_sec
-    if loss != -1 and conf.nvme_fast_io_fail_timeout_sec > loss:
-        raise _conf_error('nvme_fast_io_fail_timeout_sec',
-                          conf.nvme_fast_io_fail_timeout_sec,
+    _check_nvme_timeouts(conf.nvme_ctrlr_loss_timeout_sec,
+                         conf.nvme_reconnect_delay_sec,
+                         conf.nvme_fast_io_fail_timeout_sec)
+
+
+def _check_nvme_timeouts(loss, delay, fast_fail):
+    """SPDK's own rules for the three, else every remote attach fails.
+
+    ``bdev_nvme_attach_controller`` refuses (-22) a reconnect delay of 0
+    unless the loss timeout is 0 too, a delay above either timeout, and a
+    fast-fail timeout above the loss timeout (bdev_nvme.c, v26.05).
+    """
+    if loss == 0:
+        if delay or fast_fail:
+            raise _conf_error('nvme_ctrlr_loss_timeout_sec', loss,
+                              'is 0 (never reconnect), so '
+                              'nvme_reconnect_delay_sec and '
+                              'nvme_fast_io_fail_timeout_sec must be 0 too')
+        return
+    if delay == 0:
+        raise _conf_error('nvme_reconnect_delay_sec', delay,
+                          'must be above 0 when nvme_ctrlr_loss_timeout_sec '
+                          'is not 0')
+    if loss != -1 and delay > loss:
+        raise _conf_error('nvme_reconnect_delay_sec', delay,
                           'exceeds nvme_ctrlr_loss_timeout_sec (%d)' % loss)
+    if loss != -1 and fast_fail > loss:
+        raise _conf_error('nvme_fast_io_fail_timeout_sec', fast_fail,
+                          'exceeds nvme_ctrlr_loss_timeout_sec (%d)' % loss)
+    if fast_fail and fast_fail < delay:
+        raise _conf_error('nvme_fast_io_fail_timeout_sec', fast_fail,
+                          'is below nvme_reconnect_delay_sec (%d)' % delay)
 
 
 def _check_abs_path(option, path):

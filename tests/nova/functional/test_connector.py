@@ -357,6 +357,10 @@ class TestTcpConnect(RemoteTestCase):
         attach = [c['params'] for c in config
                   if c['method'] == 'bdev_nvme_attach_controller']
         self.assertEqual(HOST_NQN, attach[0]['hostnqn'])
+        # The reconnect policy is in force on the target (and saved).
+        self.assertEqual((30, 2, 10), (attach[0]['ctrlr_loss_timeout_sec'],
+                                       attach[0]['reconnect_delay_sec'],
+                                       attach[0]['fast_io_fail_timeout_sec']))
         self.assertEqual(info, self.connector.connect_volume(props))
         self.assertEqual([nvme], self.nvme_names())
 

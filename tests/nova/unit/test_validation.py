@@ -55,5 +55,31 @@ class TestInitHost(base.TestCase):
             driver.LibvirtVhostUserDriver._check_spdk_options)
         self.assertIn('nvme_fast_io_fail_timeout_sec', str(err))
 
+    def test_nvme_timeouts_follow_spdk_rules(self):
+        """Each combination SPDK's attach refuses, named at start-up."""
+        for loss, delay, fast_fail, option in (
+                (0, 2, 0, 'nvme_ctrlr_loss_timeout_sec'),
+                (0, 0, 5, 'nvme_ctrlr_loss_timeout_sec'),
+                (30, 0, 10, 'nvme_reconnect_delay_sec'),
+                (-1, 0, 0, 'nvme_reconnect_delay_sec'),
+                (5, 10, 0, 'nvme_reconnect_delay_sec'),
+                (30, 5, 2, 'nvme_fast_io_fail_timeout_sec'),
+                (-1, 5, 2, 'nvme_fast_io_fail_timeout_sec')):
+            self.conf.config(group='spdk_vhost',
+                             nvme_ctrlr_loss_timeout_sec=loss,
+                             nvme_reconnect_delay_sec=delay,
+                             nvme_fast_io_fail_timeout_sec=fast_fail)
+            err = self.assertRaises(
+                nova_exc.InvalidConfiguration,
+                driver.LibvirtVhostUserDriver._check_spdk_options)
+            self.assertIn(option, str(err))
+        for loss, delay, fast_fail in ((0, 0, 0), (-1, 1, 0), (30, 1, 30),
+                                       (-1, 2, 100)):
+            self.conf.config(group='spdk_vhost',
+                             nvme_ctrlr_loss_timeout_sec=loss,
+                             nvme_reconnect_delay_sec=delay,
+                             nvme_fast_io_fail_timeout_sec=fast_fail)
+            driver.LibvirtVhostUserDriver._check_spdk_options()
+
     def test_defaults_pass(self):
         driver.LibvirtVhostUserDriver._check_spdk_options()
