@@ -78,6 +78,9 @@ def check_written(lvol, path, cluster_size):
     found no free cluster (the target answers each write with an
     internal device error): the allocation count is what tells.
     """
+    if lvol is None:
+        raise exception.VolumeBackendAPIException(
+            data='the lvol spdk_dd wrote %s into is gone' % path)
     needed = data_clusters(path, cluster_size)
     if (lvol.allocated_clusters or 0) < needed:
         raise exception.VolumeBackendAPIException(

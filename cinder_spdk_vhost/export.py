@@ -64,11 +64,30 @@ class NvmfExport(object):
         return '%s:%s' % (self.prefix, volume_name)
 
     def ensure_transport(self):
-        """Create the transport once; a second create is AlreadyExists."""
+        """Create the transport once; True if it was missing."""
         try:
             self.client.nvmf_create_transport(self.trtype)
         except rpc_exc.AlreadyExists:
-            pass
+            return False
+        return True
+
+    def _listen(self, nqn):
+        """Add the listener; recreate the transport if the target lost it.
+
+        A target restarted without a saved config comes back with no
+        transport, and SPDK then refuses the listener (-32602).
+        """
+        args = (nqn, self.trtype, self.address, self.port)
+        adrfam = self.adrfam.replace('ipv', 'IPv')
+        try:
+            self.client.nvmf_subsystem_add_listener(*args, adrfam=adrfam)
+        except rpc_exc.InvalidParams:
+            if not self.ensure_transport():
+                raise
+            LOG.warning('SPDK target %s had lost its %s transport (a '
+                        'restart?): created it again', self.client.target,
+                        self.trtype)
+            self.client.nvmf_subsystem_add_listener(*args, adrfam=adrfam)
 
     def _subsystem(self, nqn):
         try:
@@ -83,9 +102,7 @@ class NvmfExport(object):
                 nqn, serial_number=serial, model_number=MODEL,
                 allow_any_host=False, max_namespaces=1)
         ns_id = self.client.nvmf_subsystem_add_ns(nqn, lvol.uuid)
-        self.client.nvmf_subsystem_add_listener(
-            nqn, self.trtype, self.address, self.port,
-            adrfam=self.adrfam.replace('ipv', 'IPv'))
+        self._listen(nqn)
         return {'hosts': [], 'namespaces': [{'nsid': ns_id}]}
 
     def export(self, volume_name, lvol, host_nqn, rollback):

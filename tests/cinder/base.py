@@ -6,6 +6,7 @@ Cinder's own ``Database`` fixture gives each test a fresh sqlite schema
 real DB records, not mocks.
 """
 
+import os
 import uuid
 
 from cinder import context
@@ -13,6 +14,7 @@ from cinder import objects
 from cinder.tests.unit import test as cinder_test
 from cinder.volume import qos_specs
 from cinder.volume import volume_types
+import fixtures
 from oslo_config import cfg
 
 from testbed import cinder_standalone as standalone
@@ -77,15 +79,18 @@ class TargetTestCase(CinderTestCase):
     """
 
     LVS_MIB = 1024
+    #: Start the target with ``--json`` of ``self.saved`` when it exists.
+    SAVED_CONFIG = False
 
     def setUp(self):
         super().setUp()
-        self.target = self.start_target()
+        self.saved = None
+        if self.SAVED_CONFIG:
+            self.saved = os.path.join(
+                self.useFixture(fixtures.TempDir()).path, 'spdk_tgt.json')
+        self.target = self.useFixture(spdk_target.SpdkTarget(
+            json_config=self.saved, name='storage'))
         self.target.aio_lvstore(LVS, size_mib=self.LVS_MIB)
-
-    def start_target(self, json_config=None, **kwargs):
-        return self.useFixture(spdk_target.SpdkTarget(
-            json_config=json_config, name='storage', **kwargs))
 
     def add_base(self):
         """Re-open the lvstore's file after a restart without a config."""

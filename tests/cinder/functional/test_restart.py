@@ -7,46 +7,18 @@ must fail with a Cinder error, then either complete on retry or be
 swept at the next start-up, with no scratch lvol or aio bdev left.
 """
 
-import os
-
 from cinder import exception
 import fixtures
 
-from tests.cinder import base
 from tests.cinder.functional import imaging
-from tests.emulator import fixture as emulator_fixture
-
-BASE_MIB = 256
+from tests.cinder.functional import test_driver
 
 
 class RestartTest(imaging.ImageTestCase):
 
     def setUp(self):
-        # The lvstore goes on an aio file instead of the base's malloc.
-        base.CinderTestCase.setUp(self)
-        self.tmp = self.useFixture(fixtures.TempDir()).path
-        self.target = self.useFixture(emulator_fixture.EmulatorFixture(
-            use_real=False))
-        self.base_file = os.path.join(self.tmp, 'lvs0.img')
-        with open(self.base_file, 'wb') as out:
-            out.truncate(BASE_MIB * imaging.MIB)
-        self.add_base()
-        self.rpc('bdev_lvol_create_lvstore', {'bdev_name': 'base0',
-                                              'lvs_name': base.LVS,
-                                              'cluster_sz': imaging.MIB})
-        self.setup_images()
+        super().setUp()
         self.driver = self.make_driver(**self.driver_opts())
-
-    def setup_images(self):
-        self.staging = os.path.join(self.tmp, 'staging')
-        imaging.CONF.set_override('image_conversion_dir',
-                                  os.path.join(self.tmp, 'conversion'))
-        self.glance = imaging.Glance()
-        imaging.use_privsep_in_process(self)
-
-    def add_base(self):
-        self.rpc('bdev_aio_create', {'name': 'base0',
-                                     'filename': self.base_file})
 
     def restart_at(self, method):
         """A fixture: the target restarts just before ``method`` is sent."""
@@ -63,9 +35,7 @@ class RestartTest(imaging.ImageTestCase):
         image = self.add_image(imaging.pattern('r', 2 * imaging.MIB))
         volume = self.make_volume(size=1)
         self.driver.create_volume(volume)
-        # After the import, before the lvol swap: a restart at the
-        # decouple would leave an esnap clone of a deleted file, which
-        # the emulator cannot list (see the report on issue 3).
+        # After the import, before the lvol swap.
         with self.restart_at('bdev_lvol_rename'):
             self.assertRaises(exception.VolumeBackendAPIException,
                               self.driver.copy_image_to_volume, self.ctxt,
@@ -84,6 +54,31 @@ class RestartTest(imaging.ImageTestCase):
 
     def test_startup_sweeps_interrupted_import(self):
         volume, _image = self.interrupted_import()
+        self.make_driver(**self.driver_opts())
+        self.assertEqual([volume.name], self.lvol_names())
+        self.assert_no_scratch()
+
+    def test_export_after_a_restart_without_saved_config(self):
+        """The target comes back without its NVMe-oF transport."""
+        volume = self.make_volume(size=1)
+        self.driver.create_volume(volume)
+        self.target.restart(crash=True)
+        self.add_base()
+        data = self.driver.initialize_connection(
+            volume, test_driver.REMOTE)['data']
+        self.assertEqual('tcp', data['transport'])
+        self.assertEqual(['TCP'], [t['trtype'] for t in
+                                   self.rpc('nvmf_get_transports')])
+        self.assertEqual([data['nqn']], self.subsystems())
+
+    def test_startup_sweeps_interrupted_copy(self):
+        """A scratch export and lvol left by a cinder-volume killed mid-dd."""
+        volume, _image = self.interrupted_import()
+        tmp = 'lvs0/tmp-import-' + volume.id
+        nqn = self.driver.exporter.nqn('tmp-dd-' + volume.id)
+        self.rpc('nvmf_create_subsystem', {'nqn': nqn})
+        self.rpc('nvmf_subsystem_add_ns', {'nqn': nqn, 'namespace': {
+            'bdev_name': tmp}})
         self.make_driver(**self.driver_opts())
         self.assertEqual([volume.name], self.lvol_names())
         self.assert_no_scratch()

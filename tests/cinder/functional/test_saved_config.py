@@ -1,19 +1,15 @@
 """The storage side's exports and QoS come back after a target crash.
 
 The driver saves the target's config after each change
-(``spdk_saved_config``); the emulator is SIGKILLed and restarted with
+(``spdk_saved_config``); the real target is SIGKILLed and restarted with
 ``--json`` of that file, as the service unit does. The lvstore is on an
-aio file, so it survives the restart as on a real target.
+aio file, so it survives the restart.
 """
 
 import json
-import os
-
-import fixtures
 
 from testbed import net
 from tests.cinder import base
-from tests.emulator import fixture as emulator_fixture
 
 MIB = 1024 * 1024
 HOST_NQN = ('nqn.2014-08.org.nvmexpress:uuid:'
@@ -24,21 +20,10 @@ REMOTE = {'spdk_target_id': 'compute-target', 'host': 'compute',
 
 class SavedConfigTest(base.TargetTestCase):
 
+    SAVED_CONFIG = True
+
     def setUp(self):
-        # The lvstore goes on an aio file instead of the base's malloc.
-        base.CinderTestCase.setUp(self)
-        tmp = self.useFixture(fixtures.TempDir()).path
-        self.saved = os.path.join(tmp, 'spdk_tgt.json')
-        self.target = self.useFixture(emulator_fixture.EmulatorFixture(
-            use_real=False, json_config=self.saved))
-        base_file = os.path.join(tmp, 'lvs0.img')
-        with open(base_file, 'wb') as out:
-            out.truncate(256 * MIB)
-        self.rpc('bdev_aio_create', {'name': 'base0',
-                                     'filename': base_file})
-        self.rpc('bdev_lvol_create_lvstore', {'bdev_name': 'base0',
-                                              'lvs_name': base.LVS,
-                                              'cluster_sz': MIB})
+        super().setUp()
         self.port = net.free_port()
         self.driver = self.make_driver(spdk_saved_config=self.saved,
                                        spdk_nvmf_port=self.port)

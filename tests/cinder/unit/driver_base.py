@@ -16,6 +16,7 @@ from cinder.volume import volume_utils
 import fixtures
 from oslo_config import cfg
 
+from cinder_spdk_vhost import dd
 from cinder_spdk_vhost import driver as spdk_driver
 from os_brick_connector import spdk_rpc
 from tests.cinder import base
@@ -104,6 +105,9 @@ class ImageTestCase(DriverTestCase):
             image_utils, 'fetch_to_raw', side_effect=self._fetch_to_raw))
         self.useFixture(fixtures.MockPatchObject(
             volume_utils, 'upload_volume', side_effect=self._upload))
+        self.dd_runs = []
+        self.useFixture(fixtures.MockPatchObject(
+            dd, 'write_file', side_effect=self._spdk_dd))
 
     def make_driver(self, **overrides):
         if self.staging is None:
@@ -119,6 +123,13 @@ class ImageTestCase(DriverTestCase):
             image_service.download(context, image_id, out)
             # Sparse up to the image's size, as a raw image of holes.
             out.truncate(image_service.show(context, image_id)['size'])
+
+    def _spdk_dd(self, conf, path, params, secret):
+        """spdk_dd over the scratch export: its lvol gets the data clusters."""
+        self.dd_runs.append(dict(params, secret=secret))
+        for lvol_uuid in self.fake.subsystems[params['subnqn']]['namespaces']:
+            self.fake.lvols[lvol_uuid]['allocated'] = dd.data_clusters(
+                path, MIB)
 
     def _upload(self, context, image_service, image_meta, volume_path,
                 volume, run_as_root=False):

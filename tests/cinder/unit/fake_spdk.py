@@ -230,6 +230,7 @@ class FakeSpdk(spdk_rpc_bdev.FrameworkMethods,
         info = {'lvol_store_uuid': store['uuid'],
                 'base_bdev': store['base_bdev'],
                 'thin_provision': lvol['thin'],
+                'num_allocated_clusters': lvol.get('allocated', 0),
                 'snapshot': bool(self._clones(lvol)),
                 'clone': lvol['parent'] is not None,
                 'esnap_clone': lvol['esnap'] is not None}

@@ -278,13 +278,19 @@ class ImageErrorsTest(ErrorTableTestCase):
                     self.image()['id'])
         # Removing leftovers of an earlier attempt: gone is fine.
         expect = {('bdev_lvol_delete', rpc_exc.NotFound): OK,
-                  ('bdev_aio_delete', rpc_exc.NotFound): OK,
+                  # A scratch export left by an earlier attempt.
+                  ('nvmf_delete_subsystem', rpc_exc.NotFound): OK,
+                  ('nvmf_delete_subsystem', rpc_exc.InvalidParams): OK,
+                  ('nvmf_get_subsystems#1', rpc_exc.NotFound): OK,
+                  ('nvmf_get_subsystems#1', rpc_exc.InvalidParams): OK,
                   ('bdev_set_qos_limit', rpc_exc.TryAgain): OK}
         self.check(prepare, 'copy_image_to_volume',
                    ['bdev_get_bdevs', 'vhost_get_controllers',
                     'bdev_lvol_get_lvstores', 'bdev_lvol_delete',
-                    'bdev_aio_delete', 'bdev_aio_create',
-                    'bdev_lvol_clone_bdev', 'bdev_lvol_decouple_parent',
+                    'bdev_lvol_create', 'nvmf_delete_subsystem',
+                    'nvmf_get_subsystems#1', 'nvmf_create_subsystem',
+                    'nvmf_subsystem_add_ns', 'nvmf_subsystem_add_listener',
+                    'nvmf_subsystem_add_host', 'bdev_get_bdevs#1',
                     'bdev_lvol_rename', 'bdev_lvol_rename#1',
                     'bdev_set_qos_limit', 'bdev_lvol_delete#1'], expect)
         self.assertEqual([], self.staged())
@@ -317,13 +323,19 @@ class ImageErrorsTest(ErrorTableTestCase):
         # No base yet (lookup NotFound) means: import one.
         expect = {('bdev_get_bdevs', rpc_exc.NotFound): OK,
                   ('bdev_lvol_delete', rpc_exc.NotFound): OK,
-                  ('bdev_aio_delete', rpc_exc.NotFound): OK,
+                  # A scratch export left by an earlier attempt.
+                  ('nvmf_delete_subsystem', rpc_exc.NotFound): OK,
+                  ('nvmf_delete_subsystem', rpc_exc.InvalidParams): OK,
+                  ('nvmf_get_subsystems', rpc_exc.NotFound): OK,
+                  ('nvmf_get_subsystems', rpc_exc.InvalidParams): OK,
                   ('bdev_set_qos_limit', rpc_exc.TryAgain): OK}
         self.check(prepare, 'clone_image',
                    ['bdev_get_bdevs', 'bdev_lvol_get_lvols',
                     'bdev_lvol_get_lvstores', 'bdev_lvol_delete',
-                    'bdev_aio_delete', 'bdev_aio_create',
-                    'bdev_lvol_clone_bdev', 'bdev_lvol_decouple_parent',
+                    'bdev_lvol_create', 'nvmf_delete_subsystem',
+                    'nvmf_get_subsystems', 'nvmf_create_subsystem',
+                    'nvmf_subsystem_add_ns', 'nvmf_subsystem_add_listener',
+                    'nvmf_subsystem_add_host', 'bdev_get_bdevs#1',
                     'bdev_lvol_set_read_only', 'bdev_lvol_clone',
-                    'bdev_get_bdevs#1', 'bdev_lvol_resize',
+                    'bdev_get_bdevs#2', 'bdev_lvol_resize',
                     'bdev_set_qos_limit'], expect)
