@@ -62,7 +62,8 @@ class NovaSide(object):
         """Configure [spdk_vhost] like nova.conf, build the driver.
 
         ``vhost_dir``: an SPDK socket directory QEMU may not traverse yet
-        (an emulator's temp dir; a real target's -S dir already is).
+        (a test target's temp dir, ``SpdkTarget.vhost_dir``; a deployed
+        target's ``-S`` directory already is).
         """
         if vhost_dir:
             guests.open_to_qemu(vhost_dir)
