@@ -199,6 +199,32 @@ class TestStorageTargetCrash(RestartTestCase):
             name=props['bdev'])[0]['assigned_rate_limits']['rw_ios_per_sec'])
 
 
+class TestComputeRestartWithStorageDown(RestartTestCase):
+    """A storage node is down when the compute target comes back.
+
+    Its remote attachment cannot be replayed from the saved config; the
+    target must start all the same (as the service unit starts it), so
+    the guest on a local volume rides the crash out.
+    """
+
+    def test_local_guest_survives(self):
+        storage = Host(self, 'storage', storage=True)
+        remote = self.tcp_props(storage)
+        self.attach(dict(remote, volume_id=VOLUME[:-1] + '1'))
+        info = self.attach(self.local_props())
+        client = self.compute.client
+        state = self.controller_state(client, info['controller'])
+        guest = self.boot(info)
+
+        def storage_down_then_crash():
+            storage.target.stop()
+            self.compute.crash_and_restart()
+
+        self.ride_out(guest, storage_down_then_crash)
+        self.assertEqual(state,
+                         self.controller_state(client, info['controller']))
+
+
 class TestRacingRestart(RestartTestCase):
     """Attach and detach race a crash: what is left is what they said."""
 
