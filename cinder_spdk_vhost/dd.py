@@ -3,7 +3,7 @@
 The lvol lives in the running target, which alone may open its lvstore,
 so ``spdk_dd`` reaches it the way a compute host would: the driver
 exports the lvol on a scratch NVMe-oF subsystem admitting one random
-host NQN (and, with ``spdk_nvmf_auth = dhchap``, a fresh secret), and
+host NQN (and, with ``spdk_nvmf_auth = dhchap``, fresh secrets), and
 ``spdk_dd`` attaches it with ``bdev_nvme_attach_controller`` from a JSON
 config. ``--sparse`` skips the file's holes, so only clusters holding
 data are allocated: the lvol stays thin (decoupling an esnap clone of
@@ -19,6 +19,7 @@ from cinder import exception
 from oslo_concurrency import processutils
 from oslo_log import log
 
+from cinder_spdk_vhost import export
 from cinder_spdk_vhost import lvols
 
 LOG = log.getLogger(__name__)
@@ -50,7 +51,8 @@ def scratch_export(exporter, lvol_uuid, volume_id, cleanup):
               'traddr': data['traddr'], 'trsvcid': data['trsvcid'],
               'adrfam': data['adrfam'], 'subnqn': data['nqn'],
               'hostnqn': host}
-    return params, data.get('dhchap_key')
+    return params, {field: data[field] for field in export.KEY_FIELDS
+                    if field in data}
 
 
 def data_clusters(path, cluster_size):
@@ -96,29 +98,31 @@ class _Ref(object):
         self.uuid = lvol_uuid
 
 
-def _config(params, secret, workdir):
-    """spdk_dd's JSON config: the keyring (if auth) and the controller."""
+def _config(params, secrets, workdir):
+    """spdk_dd's JSON config: the keyring (with auth) and the controller."""
     subsystems = []
-    if secret:
-        path = os.path.join(workdir, 'dhchap.key')
+    keys = []
+    for field, secret in sorted(secrets.items()):
+        path = os.path.join(workdir, field)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, 'w') as out:
             out.write(secret)
-        subsystems.append({'subsystem': 'keyring', 'config': [{
-            'method': 'keyring_file_add_key',
-            'params': {'name': 'dhchap', 'path': path}}]})
-        params = dict(params, dhchap_key='dhchap')
+        keys.append({'method': 'keyring_file_add_key',
+                     'params': {'name': field, 'path': path}})
+        params = dict(params, **{field: field})
+    if keys:
+        subsystems.append({'subsystem': 'keyring', 'config': keys})
     subsystems.append({'subsystem': 'bdev', 'config': [{
         'method': 'bdev_nvme_attach_controller', 'params': params}]})
     return {'subsystems': subsystems}
 
 
-def write_file(conf, path, params, secret):
+def write_file(conf, path, params, secrets):
     """Run spdk_dd: the holes of raw ``path`` are skipped (``--sparse``)."""
     with tempfile.TemporaryDirectory(prefix='spdk-dd-') as workdir:
         config = os.path.join(workdir, 'dd.json')
         with open(config, 'w') as out:
-            json.dump(_config(params, secret, workdir), out)
+            json.dump(_config(params, secrets, workdir), out)
         cmd = [conf.spdk_dd_path, '--if', path, '--ob', CONTROLLER + 'n1',
                '--json', config, '--sparse', '--bs', str(BLOCK),
                '-m', conf.spdk_dd_core_mask, '--disable-cpumask-locks']

@@ -5,7 +5,9 @@ A compute host whose SPDK target is this one gets the lvol itself
 Any other host gets one NVMe-oF subsystem per volume that admits only its
 host NQN (``allow_any_host`` off), which it attaches with ``bdev_nvme``;
 with ``spdk_nvmf_auth = dhchap`` the host must also hold a per-attachment
-DH-HMAC-CHAP secret, returned as ``dhchap_key`` (see :mod:`nvme_auth`).
+DH-HMAC-CHAP secret, returned as ``dhchap_key``, and the subsystem
+proves itself with a second one, ``dhchap_ctrlr_key`` (see
+:mod:`nvme_auth`).
 SPDK does not stop an lvol in use from being deleted, so :func:`users`
 lets the driver refuse that itself.
 """
@@ -23,6 +25,8 @@ LOG = log.getLogger(__name__)
 
 SERIAL_LEN = 20
 MODEL = 'Cinder SPDK vhost'
+# Connection-info fields of the host's and the subsystem's secrets.
+KEY_FIELDS = ('dhchap_key', 'dhchap_ctrlr_key')
 
 
 def users(client, lvol):
@@ -38,6 +42,12 @@ def users(client, lvol):
                for ns in sub.get('namespaces') or ()):
             found.append('NVMe-oF subsystem %s' % sub['nqn'])
     return found
+
+
+def _key_names(nqn, host_nqn):
+    """Keyring names of the host's and the subsystem's secrets."""
+    return (nvme_auth.key_name(nqn, host_nqn),
+            nvme_auth.key_name(nqn, host_nqn, 'ctrlr'))
 
 
 def _adrfam(address):
@@ -129,24 +139,33 @@ class NvmfExport(object):
         return data
 
     def _add_host(self, nqn, host_nqn, rollback):
-        """Admit the host, with a fresh key if auth is on; the key data."""
+        """Admit the host, with fresh keys if auth is on; the key data.
+
+        Two secrets: the host proves itself with ``dhchap_key``, and the
+        subsystem proves itself to the host with ``dhchap_ctrlr_key``
+        (bidirectional DH-HMAC-CHAP), so a host can refuse an impostor.
+        """
         if self.auth != 'dhchap':
             self.client.nvmf_subsystem_add_host(nqn, host_nqn)
             rollback.add('remove host %s' % host_nqn,
                          self.client.nvmf_subsystem_remove_host, nqn,
                          host_nqn)
             return {}
-        name = nvme_auth.key_name(nqn, host_nqn)
-        secret = nvme_auth.generate_secret()
-        with rollback.change('remove key %s' % name, nvme_auth.unregister,
-                             self.client, self.key_dir, name):
-            nvme_auth.register(self.client, self.key_dir, name, secret)
+        keys = {}
+        for field, name in zip(KEY_FIELDS, _key_names(nqn, host_nqn)):
+            keys[field] = nvme_auth.generate_secret()
+            with rollback.change('remove key %s' % name,
+                                 nvme_auth.unregister, self.client,
+                                 self.key_dir, name):
+                nvme_auth.register(self.client, self.key_dir, name,
+                                   keys[field])
+        name, ctrlr_name = _key_names(nqn, host_nqn)
         with rollback.change('remove host %s' % host_nqn,
                              self.client.nvmf_subsystem_remove_host, nqn,
                              host_nqn):
-            self.client.nvmf_subsystem_add_host(nqn, host_nqn,
-                                                dhchap_key=name)
-        return {'dhchap_key': secret}
+            self.client.nvmf_subsystem_add_host(
+                nqn, host_nqn, dhchap_key=name, dhchap_ctrlr_key=ctrlr_name)
+        return keys
 
     def unexport(self, volume_name, host_nqn):
         """Remove a host (all when None); drop the subsystem when empty."""
@@ -160,8 +179,8 @@ class NvmfExport(object):
             if host in hosts:
                 self.client.nvmf_subsystem_remove_host(nqn, host)
             if self.auth == 'dhchap':
-                nvme_auth.unregister(self.client, self.key_dir,
-                                     nvme_auth.key_name(nqn, host))
+                for name in _key_names(nqn, host):
+                    nvme_auth.unregister(self.client, self.key_dir, name)
         if not set(hosts) - set(leaving):
             self.delete(nqn)
 

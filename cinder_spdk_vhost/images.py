@@ -99,9 +99,9 @@ def import_file(client, exporter, conf, path, lvs, lvol_name, volume_id,
         lvol_uuid = client.bdev_lvol_create(lvol_name, size_mib,
                                             lvs_name=lvs, thin_provision=True)
     with rollback.Cleanup('import %s' % path) as cleanup:
-        params, secret = dd.scratch_export(exporter, lvol_uuid, volume_id,
-                                           cleanup)
-        dd.write_file(conf, path, params, secret)
+        params, secrets = dd.scratch_export(exporter, lvol_uuid, volume_id,
+                                            cleanup)
+        dd.write_file(conf, path, params, secrets)
     dd.check_written(lvols.get(client, alias), path, cluster_size)
     return alias
 

@@ -5,6 +5,7 @@ fake Glance; the bytes are checked in the lvol and in the uploaded image.
 """
 
 import contextlib
+import os
 
 from cinder import exception
 import fixtures
@@ -229,3 +230,21 @@ class VolumeToImageTest(_DriverImageTest):
         self.assertRaises(exception.VolumeBackendAPIException,
                           self.upload, volume, 'qcow2')
         self.assert_no_scratch()
+
+
+class ImageWithDhchapTest(_DriverImageTest):
+    """spdk_dd proves itself on the scratch export with its own keys."""
+
+    def setUp(self):
+        super().setUp()
+        self.key_dir = os.path.join(self.tmp, 'keys')
+        self.driver = self.make_driver(**self.driver_opts(
+            spdk_nvmf_auth='dhchap', spdk_nvmf_key_dir=self.key_dir))
+
+    def test_raw_image(self):
+        data = imaging.pattern('auth', IMAGE_LEN)
+        volume = self.from_image(self.add_image(data))
+        self.check_volume(volume, data)
+        self.assert_no_scratch()
+        self.assertEqual([], self.rpc('keyring_get_keys'))
+        self.assertEqual([], os.listdir(self.key_dir))

@@ -124,9 +124,9 @@ class ImageTestCase(DriverTestCase):
             # Sparse up to the image's size, as a raw image of holes.
             out.truncate(image_service.show(context, image_id)['size'])
 
-    def _spdk_dd(self, conf, path, params, secret):
+    def _spdk_dd(self, conf, path, params, secrets):
         """spdk_dd over the scratch export: its lvol gets the data clusters."""
-        self.dd_runs.append(dict(params, secret=secret))
+        self.dd_runs.append(dict(params, secrets=secrets))
         for lvol_uuid in self.fake.subsystems[params['subnqn']]['namespaces']:
             self.fake.lvols[lvol_uuid]['allocated'] = dd.data_clusters(
                 path, MIB)
