@@ -1,62 +1,78 @@
-"""Online extend: a running guest on the volume's vhost controller grows.
+"""Online extend: a running guest on the volume sees it grow.
 
-A real QEMU guest (TCG, hugepage memory) is attached through a
-vhost-user-blk controller of the lvol; ``extend_volume`` resizes the lvol
-and the guest kernel must see the new capacity without a reattach.
+A real QEMU guest (TCG, hugepage memory) reads and writes the volume
+through a vhost-user-blk controller; ``extend_volume`` resizes the lvol
+and the guest kernel must see the new capacity without a reattach. SPDK
+tells it: the vhost-blk target sends a config-change notification, and
+over NVMe-oF the exporting target sends a namespace-change notice that
+the compute target's NVMe bdev follows.
 """
 
 import time
 
 from testbed.guest import qemu
+from testbed import spdk_target
 from tests.cinder.functional import test_driver
 
 GIB = 1024 ** 3
+REMOTE = test_driver.REMOTE
 
 
 class OnlineExtendTest(test_driver.DriverTestCase):
 
-    def controller_socket(self, volume):
+    def controller_socket(self, target, bdev, volume):
         name = 'extend.%s' % volume.id[:8]
-        self.rpc('vhost_create_blk_controller',
-                 {'ctrlr': name, 'dev_name': self.alias(volume)})
-        self.addCleanup(self.target.call, 'vhost_delete_controller',
+        target.rpc('vhost_create_blk_controller',
+                   {'ctrlr': name, 'dev_name': bdev})
+        self.addCleanup(target.call, 'vhost_delete_controller',
                         {'ctrlr': name})
-        return self.rpc('vhost_get_controllers', {'name': name})[0]['socket']
+        return target.rpc('vhost_get_controllers',
+                          {'name': name})[0]['socket']
+
+    def remote_bdev(self, volume):
+        """The volume attached over NVMe/TCP on a compute target."""
+        data = self.driver.initialize_connection(volume, REMOTE)['data']
+        compute = self.useFixture(spdk_target.SpdkTarget(
+            app='vhost', name='compute'))
+        names = compute.rpc('bdev_nvme_attach_controller', {
+            'name': 'vol', 'trtype': data['transport'],
+            'traddr': data['traddr'], 'trsvcid': data['trsvcid'],
+            'adrfam': data['adrfam'], 'subnqn': data['nqn'],
+            'hostnqn': data['host_nqn']})
+        return compute, names[0]
 
     def guest_size(self, guest):
         return int(guest.execute(qemu.disk_info('vda'))['vda.size'])
 
-    def test_extend_under_a_running_guest(self):
-        """The lvol grows under I/O; a guest sees it where the target tells.
-
-        SPDK's vhost-blk target sends the guest a config-change
-        notification on resize. qemu-storage-daemon 7.2 (the emulator's
-        data plane) has no resize notification in its vhost-user-blk
-        export and sizes the export once, so against the emulator the
-        running guest keeps its old size; what is checked there is that
-        the extend succeeds under a running guest and its I/O goes on.
-        """
-        volume = self.created(size=1)
-        socket = self.controller_socket(volume)
-        try:
-            guest = self.useFixture(qemu.GuestFixture([socket])).guest
-        except qemu.HugepagesUnavailable as err:
-            self.skipTest(str(err))
+    def extend_under_guest(self, volume, socket):
+        """The lvol grows under I/O; the guest sees the new size."""
+        guest = self.useFixture(qemu.GuestFixture([socket])).guest
         self.assertEqual(GIB, self.guest_size(guest))
         guest.execute(qemu.writer_start('vda', 0, 65536, 'before'))
         self.driver.extend_volume(volume, 2)
         self.assertEqual(2048, self.size_mib(self.alias(volume)))
-        guest.execute(qemu.check_pattern('vda', GIB - 65536, 65536, 'end'))
         status = guest.execute(qemu.writer_stop())
         self.assertEqual('0', status['writer.failures'])
-        if not self.target.is_real:
-            self.assertEqual(GIB, self.guest_size(guest))
-            return
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while self.guest_size(guest) != 2 * GIB:
             if time.monotonic() > deadline:
                 self.fail('guest still sees %d bytes' %
                           self.guest_size(guest))
             time.sleep(0.5)
+        guest.execute(qemu.write_pattern('vda', 2 * GIB - 65536, 65536,
+                                         'tail'))
         guest.execute(qemu.check_pattern('vda', 2 * GIB - 65536, 65536,
                                          'tail'))
+
+    def test_local_extend_under_a_running_guest(self):
+        volume = self.created(size=1)
+        self.extend_under_guest(volume, self.controller_socket(
+            self.target, self.alias(volume), volume))
+
+    def test_remote_extend_under_a_running_guest(self):
+        volume = self.created(size=1)
+        compute, bdev = self.remote_bdev(volume)
+        self.extend_under_guest(volume, self.controller_socket(
+            compute, bdev, volume))
+        info = compute.rpc('bdev_get_bdevs', {'name': bdev})[0]
+        self.assertEqual(2 * GIB, info['num_blocks'] * info['block_size'])
