@@ -2,7 +2,7 @@
 
 SPDK v26 accepts the first limit on a bdev, but refuses any later change
 with EAGAIN while no I/O channel is open on it (no guest connected, not
-exported; see tests/emulator/transcripts/README.md). A retype or extend
+exported; see tests/functional/transcripts/README.md). A retype or extend
 of a detached volume would then leave the old limit in force. So on
 EAGAIN the bdev is briefly exported through a private, host-less NVMe-oF
 subsystem (which opens a channel), the change is made, and the export is

@@ -1,6 +1,6 @@
 """A failure between two steps leaves nothing behind on the target.
 
-The real client talks to the emulator; only the one call named is made
+The real client talks to a real SPDK target; only the one call named is made
 to fail (an SPDK error or a timeout) before it reaches the target.
 """
 

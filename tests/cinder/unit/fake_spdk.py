@@ -4,14 +4,14 @@ It subclasses the real client's typed helpers and replaces only
 ``call()``, so the driver's calls go through the same param building as
 on a real target, and errors come out of the real classifier
 (:func:`os_brick_connector.exception.from_response`) from SPDK v26.05's
-own codes and messages (tests/emulator/transcripts/README.md).
+own codes and messages (tests/functional/transcripts/README.md).
 
 It keeps a few dicts (lvol stores, lvols, aio bdevs, NVMe-oF subsystems,
 vhost controllers) and the few behaviours the driver relies on: creating
 really creates, deleting really deletes, a snapshot takes its origin's
 place in the chain, deleting a snapshot with one clone folds it into
 that clone, and a QoS change on an idle bdev is EAGAIN. No data moves:
-the functional tests against the emulator cover that.
+the functional tests against a real SPDK target cover that.
 
 :meth:`FakeSpdk.fail` injects an error of a chosen class into one call
 of a chosen method, before that call changes anything.

@@ -1,7 +1,7 @@
 """Every public driver method on its happy path, against FakeSpdk.
 
 Fast companions of tests/cinder/functional/test_driver.py: they check
-what the driver asks of the target, the emulator tests check that SPDK
+what the driver asks of the target, the functional tests check that real SPDK
 does what is asked.
 """
 
