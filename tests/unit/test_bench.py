@@ -7,9 +7,9 @@ import threading
 
 import fixtures
 
+from testbed import cpu
 from testbed.guest import initramfs
 from tests import base
-from tools.bench import cpu
 from tools.bench import fio
 from tools.bench import rpc_counter
 from tools.bench import timing

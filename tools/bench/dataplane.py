@@ -12,8 +12,8 @@ reactor included).
 
 import functools
 
+from testbed import cpu
 from testbed.guest import qemu
-from tools.bench import cpu
 from tools.bench import fio
 from tools.bench import guest as bench_guest
 from tools.bench import runner

@@ -3,7 +3,7 @@
 import contextlib
 import time
 
-from tools.bench import cpu
+from testbed import cpu
 from tools.bench import fio
 from tools.bench import guest as bench_guest
 

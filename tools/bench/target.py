@@ -19,8 +19,8 @@ from os_brick_connector import config as brick_config
 from os_brick_connector import connector as brick_connector
 from os_brick_connector import privileged
 from os_brick_connector import spdk_rpc
+from testbed import cpu
 from testbed import spdk_target
-from tools.bench import cpu
 from tools.bench import rpc_counter
 
 MiB = 1024 * 1024

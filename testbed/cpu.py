@@ -1,4 +1,4 @@
-"""Host CPU time from /proc, to report CPU per I/O.
+"""Host CPU time from /proc: CPU per I/O, and what an idle target costs.
 
 Clock ticks of utime + stime of whole processes (all threads) or of
 named threads, read before and after a fio job.
