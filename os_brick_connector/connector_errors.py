@@ -42,6 +42,11 @@ class VolumeStillInUse(exception.BrickException):
                '(or detach the disk from it) first')
 
 
+class RemoteAttachUnsupported(exception.BrickException):
+    message = ('This host\'s SPDK target cannot attach volumes over '
+               '%(transport)s: %(reason)s')
+
+
 class HostNqnMissing(exception.BrickException):
     message = ('This host has no NVMe host NQN: set [spdk_vhost] host_nqn, '
                'or create %(path)s (nvme gen-hostnqn)')

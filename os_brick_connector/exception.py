@@ -16,6 +16,7 @@ message together, in one table (``_RULES``)::
      +-- NoSpace                 ENOSPC, "No space left on device"
      +-- NotPermitted            EPERM, "Operation not permitted"
      +-- TryAgain                EAGAIN, "Resource temporarily unavailable"
+     +-- NotSupported            EOPNOTSUPP, e.g. NVMe/TCP in interrupt mode
      +-- InvalidParams           EINVAL, -32602, JSON decode failures
      +-- MethodNotFound          -32601
      +-- SpdkTransportError      no JSON-RPC answer was had
@@ -102,6 +103,10 @@ class TryAgain(SpdkRpcError):
     """Transient refusal (EAGAIN), e.g. a QoS change with no I/O channel."""
 
 
+class NotSupported(SpdkRpcError):
+    """The target cannot do this in its present mode (EOPNOTSUPP)."""
+
+
 class InvalidParams(SpdkRpcError):
     """SPDK could not decode or rejected the params of the call."""
 
@@ -150,6 +155,7 @@ _RULES = (
     ((-errno.ENOSPC,), None, NoSpace),
     ((-errno.EPERM,), None, NotPermitted),
     ((-errno.EAGAIN,), None, TryAgain),
+    ((-errno.EOPNOTSUPP,), None, NotSupported),
     ((-errno.EINVAL,), None, InvalidParams),
     ((JSONRPC_INVALID_PARAMS,), None, InvalidParams),
 )

@@ -9,9 +9,13 @@ import os
 import socket
 import uuid
 
+from oslo_log import log
+
 from os_brick_connector import connector_errors as errors
 from os_brick_connector import exception as spdk_exc
 from os_brick_connector import numa
+
+LOG = log.getLogger(__name__)
 
 # Keys of the connector properties. The Cinder driver reads the first two
 # (see its initialize_connection); 'nqn' is also os-brick's NVMe-oF key.
@@ -61,13 +65,19 @@ def host_nqn(conf, machine_id_path=MACHINE_ID):
     return NQN_UUID_PREFIX + str(uuid.UUID(machine_id))
 
 
-def transports(client, sysfs_root):
+def transports(client, sysfs_root, interrupt_mode=False):
     """The transports this host's target can attach volumes over.
 
     ``local`` always; ``tcp`` when the target has the NVMe-oF initiator
-    (bdev_nvme); ``rdma`` when it also sees an RDMA device in sysfs.
+    (bdev_nvme) and polls (the initiator refuses interrupt mode);
+    ``rdma`` when it also sees an RDMA device in sysfs.
     """
     found = ['local']
+    if interrupt_mode:
+        LOG.info('The SPDK target runs in interrupt mode, where its NVMe-oF '
+                 'initiator does not work: this host attaches local '
+                 'volumes only')
+        return found
     try:
         methods = client.rpc_get_methods()
     except spdk_exc.MethodNotFound:
@@ -85,5 +95,6 @@ def connector_properties(conf, client):
     topology = numa.Topology.read(client, conf.sysfs_root)
     return {TARGET_ID: target_id(conf),
             HOST_NQN: host_nqn(conf),
-            TRANSPORTS: transports(client, conf.sysfs_root),
+            TRANSPORTS: transports(client, conf.sysfs_root,
+                                   topology.interrupt_mode),
             NUMA_LAYOUT: topology.layout()}

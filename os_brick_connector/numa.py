@@ -69,16 +69,19 @@ def core_mask(core):
 class Topology(object):
     """The reactors of one SPDK target and the NUMA node of each."""
 
-    def __init__(self, reactor_nodes):
+    def __init__(self, reactor_nodes, interrupt_mode=False):
         # {lcore: node}; node is UNKNOWN_NODE when nobody knows it.
         self.reactor_nodes = dict(reactor_nodes)
+        # Every reactor sleeps when idle (--interrupt-mode).
+        self.interrupt_mode = interrupt_mode
 
     @classmethod
     def read(cls, client, sysfs_root):
         """Ask the target for its reactors and sysfs for their nodes."""
         cpu_nodes = sysfs_cpu_nodes(sysfs_root)
         reactor_nodes = {}
-        for reactor in client.framework_get_reactors()['reactors']:
+        reactors = client.framework_get_reactors()['reactors']
+        for reactor in reactors:
             lcore = reactor['lcore']
             spdk_node = reactor.get('numa_id', UNKNOWN_NODE)
             node = cpu_nodes.get(lcore, spdk_node)
@@ -88,7 +91,9 @@ class Topology(object):
                             'sysfs, as Nova does for guests',
                             {'core': lcore, 'spdk': spdk_node, 'node': node})
             reactor_nodes[lcore] = node
-        return cls(reactor_nodes)
+        interrupt_mode = bool(reactors) and all(
+            reactor.get('in_interrupt') for reactor in reactors)
+        return cls(reactor_nodes, interrupt_mode)
 
     def node_of(self, core):
         """The node of a reactor, or None when unknown."""

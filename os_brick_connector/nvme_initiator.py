@@ -18,6 +18,11 @@ from os_brick_connector import exception as spdk_exc
 from os_brick_connector import nvme_auth
 
 NAME_PREFIX = 'spdkvhost'
+# What SPDK v26.05 means by -95 on bdev_nvme_attach_controller over TCP.
+INTERRUPT_MODE_REASON = (
+    'SPDK\'s NVMe-oF initiator only runs on polling reactors and this '
+    'target runs in interrupt mode; run the compute host\'s vhost (or '
+    'spdk_tgt) without --interrupt-mode to attach remote volumes')
 
 
 def controller_name(props):
@@ -105,6 +110,11 @@ def attach(client, props, conf):
             found = _find(client, name)
         except spdk_exc.SpdkTransportError:
             raise   # may be attached: the caller's detach removes the key
+        except spdk_exc.NotSupported as err:
+            _forget_key(client, props, conf, name)
+            raise errors.RemoteAttachUnsupported(
+                transport=props['transport'], reason=INTERRUPT_MODE_REASON
+            ) from err
         except Exception:
             _forget_key(client, props, conf, name)
             raise

@@ -31,6 +31,10 @@ EXPECTED = {
     (-32602, 'Invalid parameters'): exc.InvalidParams,
     (-32602, 'Invalid argument'): exc.InvalidParams,
     (-22, 'No rate limits specified'): exc.InvalidParams,
+    # bdev_nvme_get_controllers for an unknown name (v26.05).
+    (-22, 'Controller spdkvhost0 does not exist'): exc.NotFound,
+    # bdev_nvme_attach_controller over TCP on an interrupt-mode target.
+    (-95, 'Operation not supported'): exc.NotSupported,
     # Ambiguous in SPDK (duplicate NQN or malformed NQN; refused host or
     # unreachable target): deliberately left unclassified.
     (-32603, 'Unable to create subsystem nqn.2016-06.io.spdk:vol-test'):
@@ -116,8 +120,9 @@ class ExceptionTest(base.TestCase):
 
     def test_tree(self):
         for cls in (exc.NotFound, exc.AlreadyExists, exc.Busy, exc.NoSpace,
-                    exc.NotPermitted, exc.TryAgain, exc.InvalidParams,
-                    exc.MethodNotFound, exc.SpdkTransportError):
+                    exc.NotPermitted, exc.TryAgain, exc.NotSupported,
+                    exc.InvalidParams, exc.MethodNotFound,
+                    exc.SpdkTransportError):
             self.assertTrue(issubclass(cls, exc.SpdkRpcError), cls)
         for cls in (exc.Timeout, exc.TargetUnreachable, exc.ProtocolError):
             self.assertTrue(issubclass(cls, exc.SpdkTransportError), cls)

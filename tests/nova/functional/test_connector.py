@@ -297,7 +297,8 @@ class TestNumaPlacement(ConnectorTestCase):
         props = connector.SpdkVhostConnector.get_connector_properties(
             None, conf=self.conf)
         self.assertEqual(HOST_NQN, props[host_identity.HOST_NQN])
-        self.assertEqual(['local', 'tcp'], props[host_identity.TRANSPORTS])
+        # An interrupt-mode target: its NVMe-oF initiator would refuse.
+        self.assertEqual(['local'], props[host_identity.TRANSPORTS])
         self.assertEqual({'0': [0, 1], '1': [2, 3]},
                          props[host_identity.NUMA_LAYOUT])
         self.assertEqual(socket.gethostname(),
@@ -400,3 +401,30 @@ class TestTcpConnect(RemoteTestCase):
         self.assertRaises(spdk_exc.SpdkRpcError,
                           self.connector.connect_volume, props)
         self.assertEqual([], self.nvme_names())
+
+
+class TestInterruptModeCompute(RemoteTestCase):
+    """A compute target in interrupt mode: local volumes only, said early."""
+
+    def start_compute(self):
+        return targets.local_compute(self, lcores=None)
+
+    def test_remote_attach_refused_at_once_leaving_nothing(self):
+        props = self.export(VOLUME_A)
+        err = self.assertRaises(errors.RemoteAttachUnsupported,
+                                self.connector.connect_volume, props)
+        self.assertIn('interrupt mode', str(err))
+        self.assertEqual([], self.nvme_names())
+        self.assertEqual([], self.controller_names())
+
+    def test_polling_target_offers_tcp_interrupt_mode_does_not(self):
+        polling = targets.remote_compute(self, name='polling', lvstore=False)
+        offered = {}
+        for name, target in (('interrupt', self.target),
+                             ('polling', polling)):
+            self.cfg.config(group=GROUP, spdk_rpc_socket=target.socket_path)
+            offered[name] = connector.SpdkVhostConnector. \
+                get_connector_properties(None, conf=self.conf)[
+                    host_identity.TRANSPORTS]
+        self.assertEqual({'interrupt': ['local'], 'polling': ['local', 'tcp']},
+                         offered)

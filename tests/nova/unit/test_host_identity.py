@@ -87,6 +87,8 @@ class TestHostIdentity(base.TestCase):
             FakeTarget([], ['vhost_create_blk_controller']), rdma.root))
         self.assertEqual(['local'], host_identity.transports(
             FakeTarget([], None), rdma.root))
+        self.assertEqual(['local'], host_identity.transports(
+            nvme, rdma.root, interrupt_mode=True))
 
     def test_connector_properties_of_a_two_node_host(self):
         sysfs = self.useFixture(fake_sysfs.FakeSysfs({0: '0-3', 1: '4-7'}))
