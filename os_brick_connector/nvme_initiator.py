@@ -9,6 +9,8 @@ vhost-blk controller uses any of its bdevs any more.
 A ``dhchap_key`` in the properties (Cinder's ``spdk_nvmf_auth = dhchap``)
 is written to ``nvme_key_dir`` and registered in SPDK's keyring under the
 controller's name; the attach names that key, and the detach removes it.
+A ``dhchap_ctrlr_key`` beside it is kept the same way, so the host also
+checks that the subsystem is the one Cinder exported (bidirectional).
 """
 
 import hashlib
@@ -60,28 +62,42 @@ def _check_same_subsystem(found, name, props):
             wanted='%s@%s' % (props['nqn'], props['traddr']))
 
 
-def _key(client, props, conf, name):
-    """Register the properties' DH-HMAC-CHAP secret; its key name or None.
+# Connection property -> the keyring name's suffix for its secret.
+_SECRETS = (('dhchap_key', ''), ('dhchap_ctrlr_key', '-ctrlr'))
 
-    Its form was checked with the other properties (validation), before
-    any RPC.
+
+def _keys(client, props, conf, name):
+    """Register the properties' DH-HMAC-CHAP secrets; their key names.
+
+    ``{'dhchap_key': <name or None>, 'dhchap_ctrlr_key': ...}``, the
+    attach's parameters. Their form was checked with the other properties
+    (validation), before any RPC.
     """
-    secret = props.get('dhchap_key')
-    if secret is None:
-        return None
+    keys = dict.fromkeys(key for key, _suffix in _SECRETS)
+    if props.get('dhchap_key') is None:
+        return keys
     if not conf.nvme_key_dir:
         raise errors.InvalidConnectorConfig(
             option='nvme_key_dir', value=None,
             reason='required for volumes with DH-HMAC-CHAP authentication')
-    key = nvme_auth.key_name(name)
-    nvme_auth.register(client, conf.nvme_key_dir, key, secret)
-    return key
+    try:
+        for key, suffix in _SECRETS:
+            if props.get(key) is not None:
+                keys[key] = nvme_auth.key_name(name + suffix)
+                nvme_auth.register(client, conf.nvme_key_dir, keys[key],
+                                   props[key])
+    except Exception:
+        _forget_keys(client, props, conf, name)
+        raise
+    return keys
 
 
-def _forget_key(client, props, conf, name):
-    if props.get('dhchap_key') is not None and conf.nvme_key_dir:
-        nvme_auth.unregister(client, conf.nvme_key_dir,
-                             nvme_auth.key_name(name))
+def _forget_keys(client, props, conf, name):
+    if conf.nvme_key_dir:
+        for key, suffix in _SECRETS:
+            if props.get(key) is not None:
+                nvme_auth.unregister(client, conf.nvme_key_dir,
+                                     nvme_auth.key_name(name + suffix))
 
 
 def attach(client, props, conf):
@@ -94,7 +110,7 @@ def attach(client, props, conf):
     found = _find(client, name)
     created = False
     if found is None:
-        key = _key(client, props, conf, name)
+        keys = _keys(client, props, conf, name)
         try:
             client.bdev_nvme_attach_controller(
                 name=name, trtype=props['transport'],
@@ -104,19 +120,19 @@ def attach(client, props, conf):
                 ctrlr_loss_timeout_sec=conf.nvme_ctrlr_loss_timeout_sec,
                 reconnect_delay_sec=conf.nvme_reconnect_delay_sec,
                 fast_io_fail_timeout_sec=conf.nvme_fast_io_fail_timeout_sec,
-                dhchap_key=key)
+                **keys)
             created = True
         except spdk_exc.AlreadyExists:
             found = _find(client, name)
         except spdk_exc.SpdkTransportError:
             raise   # may be attached: the caller's detach removes the key
         except spdk_exc.NotSupported as err:
-            _forget_key(client, props, conf, name)
+            _forget_keys(client, props, conf, name)
             raise errors.RemoteAttachUnsupported(
                 transport=props['transport'], reason=INTERRUPT_MODE_REASON
             ) from err
         except Exception:
-            _forget_key(client, props, conf, name)
+            _forget_keys(client, props, conf, name)
             raise
     if found is not None:
         _check_same_subsystem(found, name, props)
@@ -141,5 +157,5 @@ def detach_if_unused(client, props, controllers, conf=None):
         return False
     finally:
         if conf is not None:
-            _forget_key(client, props, conf, name)
+            _forget_keys(client, props, conf, name)
     return True

@@ -103,15 +103,16 @@ def _check_remote(props):
         _check_int('ns_id', props['ns_id'], 1, NS_ID_MAX)
 
 
-def _check_secret(secret):
+def _check_secret(props, key):
     """A DH-HMAC-CHAP secret, if any, must be well formed (never echoed)."""
+    secret = props.get(key)
     if secret is None:
         return
     try:
         nvme_auth.check_secret(secret)
     except ValueError as err:
         raise errors.InvalidConnectionProperties(
-            reason='dhchap_key: %s' % err) from err
+            reason='%s: %s' % (key, err)) from err
 
 
 def check_properties(props, volume_id_pattern):
@@ -134,7 +135,12 @@ def check_properties(props, volume_id_pattern):
                    'an SPDK bdev name or lvstore/lvol alias')
     else:
         _check_remote(props)
-        _check_secret(props.get('dhchap_key'))
+        _check_secret(props, 'dhchap_key')
+        _check_secret(props, 'dhchap_ctrlr_key')
+        if props.get('dhchap_ctrlr_key') and not props.get('dhchap_key'):
+            raise _bad('dhchap_ctrlr_key', '***', 'needs a dhchap_key: '
+                       'the controller authenticates only to a host that '
+                       'authenticates itself')
     if props.get('access_mode') not in (None,) + ACCESS_MODES:
         raise _bad('access_mode', props['access_mode'], 'must be rw or ro')
     if props.get('block_size') not in (None,) + BLOCK_SIZES:

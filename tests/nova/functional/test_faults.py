@@ -136,6 +136,7 @@ class SocketModeTest(base_tests.ConnectorTestCase):
 
 SECRET = nvme_auth.generate_secret()
 SECRET_B64 = SECRET.split(':')[2]
+CTRLR_SECRET = nvme_auth.generate_secret()
 
 
 class SecretsNotLoggedTest(TcpCase):
@@ -158,15 +159,23 @@ class SecretsNotLoggedTest(TcpCase):
         props = self.export(base_tests.VOLUME_A)
         self.storage.nvmf_subsystem_remove_host(props['nqn'],
                                                 props['host_nqn'])
-        nvme_auth.register(self.storage, os.path.join(tmp, 'storage'),
-                           'storage-key', SECRET)
-        self.storage.nvmf_subsystem_add_host(props['nqn'], props['host_nqn'],
-                                             dhchap_key='storage-key')
-        props.update(dhchap_key=SECRET, dhchap_ctrlr_key=SECRET, psk=SECRET,
-                     auth_password=SECRET)
+        for name, secret in (('storage-key', SECRET),
+                             ('storage-ctrlr-key', CTRLR_SECRET)):
+            nvme_auth.register(self.storage, os.path.join(tmp, 'storage'),
+                               name, secret)
+        self.storage.nvmf_subsystem_add_host(
+            props['nqn'], props['host_nqn'], dhchap_key='storage-key',
+            dhchap_ctrlr_key='storage-ctrlr-key')
+        props.update(dhchap_key=SECRET, dhchap_ctrlr_key=CTRLR_SECRET,
+                     psk=SECRET, auth_password=SECRET)
         info = self.faulty.connect_volume(props)
         self.assertEqual(1, len(self.nvme_names()))
-        self.assertEqual(1, len(os.listdir(key_dir)))
+        # Both directions authenticated: host and controller keys kept.
+        self.assertEqual(2, len(os.listdir(key_dir)))
+        qpairs = self.storage.call('nvmf_subsystem_get_qpairs',
+                                   {'nqn': props['nqn']})
+        self.assertEqual({'completed'},
+                         {q['auth']['state'] for q in qpairs})
         self.faulty.disconnect_volume(props, info)
         self.assertEqual([], self.nvme_names())
         self.assertEqual([], os.listdir(key_dir))
@@ -182,6 +191,27 @@ class SecretsNotLoggedTest(TcpCase):
         self.assertIn('keyring_file_add_key', output)
         self.assertNotIn(SECRET, output)
         self.assertNotIn(SECRET_B64, output)
+        self.assertNotIn(CTRLR_SECRET.split(':')[2], output)
+
+    def test_subsystem_with_another_controller_key_is_refused(self):
+        """The host checks the storage side too: a stranger is refused."""
+        tmp = self.useFixture(fixtures.TempDir()).path
+        self.cfg.config(group=GROUP, nvme_key_dir=os.path.join(tmp, 'keys'))
+        props = self.export(base_tests.VOLUME_A)
+        self.storage.nvmf_subsystem_remove_host(props['nqn'],
+                                                props['host_nqn'])
+        for name, secret in (('host', SECRET), ('ctrlr', SECRET)):
+            nvme_auth.register(self.storage, os.path.join(tmp, 'storage'),
+                               name, secret)
+        self.storage.nvmf_subsystem_add_host(
+            props['nqn'], props['host_nqn'], dhchap_key='host',
+            dhchap_ctrlr_key='ctrlr')
+        props.update(dhchap_key=SECRET, dhchap_ctrlr_key=CTRLR_SECRET)
+        self.assertRaises(spdk_exc.SpdkRpcError,
+                          self.faulty.connect_volume, props)
+        self.assertEqual([], self.nvme_names())
+        self.assertEqual([], self.client.keyring_get_keys())
+        self.assertEqual([], os.listdir(os.path.join(tmp, 'keys')))
 
     def test_wrong_secret_leaves_nothing(self):
         self.cfg.config(group=GROUP, nvme_key_dir=self.useFixture(

@@ -2,6 +2,7 @@
 
 from os_brick_connector import connector
 from os_brick_connector import connector_errors as errors
+from os_brick_connector import nvme_auth
 from os_brick_connector import nvme_initiator
 from tests import base
 
@@ -52,3 +53,16 @@ class TestProperties(base.TestCase):
                        'bdev': 'b', 'numa_node': True}):
             self.assertRaises(errors.InvalidConnectionProperties,
                               self.check, props)
+
+    def test_dhchap_secrets(self):
+        secret = nvme_auth.generate_secret()
+        remote = {'volume_id': VOLUME, 'transport': 'tcp',
+                  'nqn': 'nqn.2016-06.io.spdk:cinder:v1',
+                  'traddr': '192.0.2.1'}
+        self.check(dict(remote, dhchap_key=secret, dhchap_ctrlr_key=secret))
+        for bad in ({'dhchap_key': secret, 'dhchap_ctrlr_key': 'DHHC-1:x'},
+                    {'dhchap_ctrlr_key': secret}):
+            err = self.assertRaises(errors.InvalidConnectionProperties,
+                                    self.check, dict(remote, **bad))
+            self.assertIn('dhchap_ctrlr_key', str(err))
+            self.assertNotIn(secret, str(err))
