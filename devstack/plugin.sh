@@ -1,6 +1,7 @@
 #!/bin/bash
-# plugin.sh - devstack plugin for spdk-vhost: an SPDK target, the Cinder
-# SPDK backend and Nova's vhost-user-blk attach on one host.
+# plugin.sh - devstack plugin for spdk-vhost: an SPDK target (the SPDK
+# application this host's role needs, see settings), the Cinder SPDK
+# backend and Nova's vhost-user-blk attach.
 #
 # devstack sources this file with the mode and phase as arguments:
 #   stack pre-install | install | post-config | extra | test-config
@@ -16,7 +17,9 @@ fi
 function spdk_vhost_stack {
     case $1 in
         pre-install)
-            echo_summary "spdk-vhost: building SPDK, reserving hugepages"
+            spdk_check_app
+            echo_summary "spdk-vhost: building SPDK ($(spdk_app)," \
+                "interrupt mode $(spdk_interrupt_mode)), reserving hugepages"
             install_spdk
             spdk_setup_hugepages
             spdk_create_group

@@ -27,7 +27,8 @@ STACK = ['pre-install', 'cinder', 'install', 'post-config', 'extra',
          'test-config']
 
 
-class DevstackPluginTest(base.TestCase):
+class PluginTestBase(base.TestCase):
+    """Runs the plugin over the stubs; checks what it wrote and called."""
 
     def setUp(self):
         super().setUp()
@@ -116,6 +117,16 @@ class DevstackPluginTest(base.TestCase):
         self.assertTrue(parser.read(self.env[name]), name)
         return parser
 
+    def build_script(self):
+        """A fake tools/build-spdk.sh; returns where it puts its trees."""
+        builds = self.path('builds')
+        self.stub('make_fake_build_script', self.env['SPDK_BUILD_SCRIPT'],
+                  FAKE_SPDK_BUILDS=builds)
+        return builds
+
+
+class DevstackPluginTest(PluginTestBase):
+
     def test_cinder_backend_written_by_lib_cinder_hook(self):
         self.prebuilt_spdk()
         self.run_plugin('cinder')
@@ -151,13 +162,6 @@ class DevstackPluginTest(base.TestCase):
         self.assertCalled('scripts/setup.sh HUGEMEM=4096 PCI_ALLOWED=none')
         self.assertCalled('groupadd --system')
         self.assertCalled('usermod -a -G %s stack' % self.env['SPDK_GROUP'])
-
-    def build_script(self):
-        """A fake tools/build-spdk.sh; returns where it puts its trees."""
-        builds = self.path('builds')
-        self.stub('make_fake_build_script', self.env['SPDK_BUILD_SCRIPT'],
-                  FAKE_SPDK_BUILDS=builds)
-        return builds
 
     def test_spdk_is_built_by_the_project_script(self):
         builds = self.build_script()
@@ -396,3 +400,156 @@ class DevstackPluginTest(base.TestCase):
         self.assertFalse(os.path.exists(os.path.join(
             self.env['SYSTEMD_DIR'], 'devstack@spdk-tgt.service.d')))
         self.assertCalled('setup.sh HUGEMEM= PCI_ALLOWED= reset')
+
+
+class SpdkApplicationTest(PluginTestBase):
+    """Which SPDK application runs the target, and in which mode."""
+
+    STORAGE = 'c-api,c-vol'
+    COMPUTE = 'n-cpu'
+
+    def command(self, **env):
+        """The target's command line once post-config has run."""
+        self.prebuilt_spdk()
+        result = self.run_plugin('post-config', **env)
+        [call] = self.assertCalled('run_process spdk-tgt')
+        return call.split(), result
+
+    def app(self, args):
+        [binary] = [a for a in args if a.startswith(self.spdk_dir)]
+        return os.path.relpath(binary, self.spdk_dir)
+
+    def assertRefused(self, message, *steps, **env):
+        self.prebuilt_spdk()
+        result = self.run_plugin(*(steps or ('pre-install',)), check=False,
+                                 **env)
+        self.assertNotEqual(0, result.returncode)
+        self.assertIn(message, result.stderr)
+        self.assertNotCalled('setup.sh')
+        self.assertNotCalled('run_process')
+        return result
+
+    def test_all_in_one_keeps_spdk_tgt_polling(self):
+        args, result = self.command()
+        self.assertEqual('build/bin/spdk_tgt', self.app(args))
+        self.assertIn('-S', args)
+        self.assertNotIn('--interrupt-mode', args)
+        self.assertEqual('', result.stderr)
+
+    def test_storage_host_runs_nvmf_tgt_in_interrupt_mode(self):
+        args, _ = self.command(ENABLED_SERVICES=self.STORAGE,
+                               SPDK_BASE_BDEV='aio',
+                               SPDK_AIO_FILE=self.path('aio.img'),
+                               SPDK_AIO_SIZE='1M')
+        self.assertEqual('build/bin/nvmf_tgt', self.app(args))
+        self.assertIn('--interrupt-mode', args)
+        # nvmf_tgt has no vhost: no -S, no vhost socket directory.
+        self.assertNotIn('-S', args)
+        self.assertFalse(os.path.exists(os.path.join(
+            self.env['DATA_DIR'], 'spdk', 'vhost')))
+
+    def test_storage_host_on_malloc_polls_and_says_why(self):
+        args, result = self.command(ENABLED_SERVICES=self.STORAGE)
+        self.assertEqual('build/bin/nvmf_tgt', self.app(args))
+        self.assertNotIn('--interrupt-mode', args)
+        self.assertIn('nvmf_tgt left polling: a malloc base bdev',
+                      result.stderr)
+
+    def test_storage_host_exports_over_nvmf(self):
+        self.prebuilt_spdk()
+        self.run_plugin('cinder', ENABLED_SERVICES=self.STORAGE)
+        self.assertNotIn('spdk_nvmf_transport',
+                         self.section(self.ini('CINDER_CONF'), 'spdk'))
+
+    def test_compute_host_runs_a_polling_vhost(self):
+        args, result = self.command(ENABLED_SERVICES=self.COMPUTE)
+        self.assertEqual('build/bin/vhost', self.app(args))
+        self.assertEqual(os.path.join(self.env['DATA_DIR'], 'spdk', 'vhost'),
+                         args[args.index('-S') + 1])
+        self.assertNotIn('--interrupt-mode', args)
+        self.assertEqual('', result.stderr)
+
+    def test_compute_host_may_force_interrupt_mode(self):
+        args, result = self.command(ENABLED_SERVICES=self.COMPUTE,
+                                    SPDK_INTERRUPT_MODE='True',
+                                    SPDK_BASE_BDEV='aio',
+                                    SPDK_AIO_FILE=self.path('aio.img'),
+                                    SPDK_AIO_SIZE='1M')
+        self.assertEqual('build/bin/vhost', self.app(args))
+        self.assertIn('--interrupt-mode', args)
+        self.assertIn('attaches local volumes only', result.stderr)
+
+    def test_storage_host_may_force_polling(self):
+        args, _ = self.command(ENABLED_SERVICES=self.STORAGE,
+                               SPDK_INTERRUPT_MODE='False',
+                               SPDK_BASE_BDEV='aio',
+                               SPDK_AIO_FILE=self.path('aio.img'),
+                               SPDK_AIO_SIZE='1M')
+        self.assertEqual('build/bin/nvmf_tgt', self.app(args))
+        self.assertNotIn('--interrupt-mode', args)
+
+    def test_hyperconverged_vhost_attaches_locally_only(self):
+        self.prebuilt_spdk()
+        result = self.run_plugin('cinder', 'post-config', SPDK_APP='vhost')
+        cinder = self.section(self.ini('CINDER_CONF'), 'spdk')
+        # The backend exports nothing: vhost has no nvmf_* RPCs.
+        self.assertEqual('none', cinder['spdk_nvmf_transport'])
+        known = {opt.name for _, group in cinder_opts.list_opts()
+                 for opt in group}
+        self.assertIn('spdk_nvmf_transport', known)
+        self.assertIn('QoS change on a volume no guest has open is refused',
+                      result.stderr)
+        [call] = self.assertCalled('run_process spdk-tgt')
+        self.assertEqual('build/bin/vhost', self.app(call.split()))
+
+    def test_explicit_spdk_tgt_on_a_compute_host(self):
+        args, _ = self.command(ENABLED_SERVICES=self.COMPUTE,
+                               SPDK_APP='spdk_tgt')
+        self.assertEqual('build/bin/spdk_tgt', self.app(args))
+        self.assertNotIn('--interrupt-mode', args)
+
+    def test_prebuilt_tree_needs_the_chosen_application(self):
+        self.prebuilt_spdk()
+        os.remove(os.path.join(self.spdk_dir, 'build', 'bin', 'nvmf_tgt'))
+        self.build_script()
+        self.run_plugin('pre-install', ENABLED_SERVICES=self.STORAGE)
+        self.assertCalled('build-spdk.sh 26.05')
+
+    def test_summary_names_application_and_mode(self):
+        self.prebuilt_spdk()
+        result = self.run_plugin('pre-install', ENABLED_SERVICES=self.COMPUTE)
+        self.assertIn('building SPDK (vhost, interrupt mode False)',
+                      result.stdout)
+
+    def test_spdk_tgt_in_interrupt_mode_is_refused(self):
+        result = self.assertRefused(
+            'spdk_tgt never sleeps', SPDK_INTERRUPT_MODE='True',
+            SPDK_BASE_BDEV='aio')
+        self.assertIn('run vhost on a compute host or nvmf_tgt on a storage '
+                      'host', result.stderr)
+        self.assertNotCalled('build-spdk.sh')
+
+    def test_interrupt_mode_on_malloc_is_refused(self):
+        self.assertRefused('SPDK_BASE_BDEV=malloc',
+                           ENABLED_SERVICES=self.COMPUTE,
+                           SPDK_INTERRUPT_MODE='True')
+
+    def test_unknown_application_is_refused(self):
+        self.assertRefused("SPDK_APP must be auto, spdk_tgt, vhost or "
+                           "nvmf_tgt, not 'iscsi_tgt'", SPDK_APP='iscsi_tgt')
+
+    def test_unknown_interrupt_mode_is_refused(self):
+        self.assertRefused("not 'sometimes'", SPDK_INTERRUPT_MODE='sometimes')
+
+    def test_nvmf_tgt_on_a_compute_host_is_refused(self):
+        self.assertRefused('has no vhost_* RPCs, which nova-compute',
+                           SPDK_APP='nvmf_tgt')
+
+    def test_vhost_on_a_storage_only_host_is_refused(self):
+        self.assertRefused('could reach no compute host',
+                           ENABLED_SERVICES=self.STORAGE, SPDK_APP='vhost')
+
+    def test_refused_again_at_post_config(self):
+        # post-config alone (a restack of one phase) checks as well.
+        self.assertRefused('spdk_tgt never sleeps', 'post-config',
+                           SPDK_INTERRUPT_MODE='on', SPDK_BASE_BDEV='aio')

@@ -42,6 +42,10 @@ die() {
     exit 1
 }
 
+warn() {
+    echo "warn: $*" >&2
+}
+
 sudo() {
     log_call sudo "$@"
     "$@"
@@ -69,7 +73,8 @@ getent() {
 make_fake_spdk() {
     local dir=$1 script
     mkdir -p "$dir/scripts" "$dir/build/bin"
-    for script in scripts/setup.sh scripts/rpc.py build/bin/spdk_tgt; do
+    for script in scripts/setup.sh scripts/rpc.py build/bin/spdk_tgt \
+            build/bin/vhost build/bin/nvmf_tgt; do
         cat >"$dir/$script" <<SCRIPT
 #!/bin/bash
 echo "$script HUGEMEM=\${HUGEMEM-} PCI_ALLOWED=\${PCI_ALLOWED-} \$*" >>"$STUB_LOG"
