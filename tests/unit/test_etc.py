@@ -6,6 +6,7 @@ import filecmp
 import glob
 import os
 import shlex
+import subprocess
 
 import fixtures
 from oslo_config import generator
@@ -77,17 +78,147 @@ class SnippetTest(base.TestCase):
                       conf['filter_scheduler']['enabled_filters'])
 
 
+# Each unit, the SPDK application it runs (a binary tools/build-spdk.sh
+# builds in build/bin) and whether it runs in interrupt mode.
+UNITS = {
+    'spdk-tgt.service': ('spdk_tgt', False),    # hyperconverged
+    'spdk-vhost.service': ('vhost', False),     # compute: remote attach
+    'spdk-nvmf.service': ('nvmf_tgt', True),    # storage
+}
+# The options each application accepts (its --help, SPDK v26.05) that a
+# unit may use: -S (vhost socket directory) only where vhost is built in.
+COMMON_FLAGS = {'-m': True, '-r': True, '-s': True, '--json': True,
+                '--json-ignore-init-errors': False,
+                '--interrupt-mode': False,
+                '--disable-cpumask-locks': False}
+APP_FLAGS = {
+    'spdk_tgt': dict(COMMON_FLAGS, **{'-S': True}),
+    'vhost': dict(COMMON_FLAGS, **{'-S': True}),
+    'nvmf_tgt': dict(COMMON_FLAGS),
+}
+
+
+def _unit_lines(path):
+    """(section, key, value) of a unit file, repeated keys kept in order."""
+    section, lines = None, []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line or line.startswith('#'):
+                continue
+            if line.startswith('['):
+                section = line.strip('[]')
+            else:
+                key, value = line.split('=', 1)
+                lines.append((section, key, value))
+    return lines
+
+
+def _exec_start(path):
+    """The application run by a unit's ExecStart, and its arguments."""
+    [cmd] = [v for s, k, v in _unit_lines(path) if k == 'ExecStart']
+    args = shlex.split(cmd)
+    [binary] = [a for a in args if a.startswith('${SPDK_DIR}/build/bin/')]
+    return binary.rsplit('/', 1)[1], args[args.index(binary) + 1:]
+
+
+def _flags(args):
+    """{flag: value or None} of an SPDK command line; fails on strays."""
+    flags, i = {}, 0
+    while i < len(args):
+        flag = args[i]
+        if flag not in COMMON_FLAGS and flag != '-S':
+            raise AssertionError('unexpected argument %r' % flag)
+        takes_value = APP_FLAGS['spdk_tgt'][flag]
+        flags[flag] = args[i + 1] if takes_value else None
+        i += 2 if takes_value else 1
+    return flags
+
+
 class SystemdUnitTest(base.TestCase):
+    """Every unit: its application, flags, sockets and saved config.
+
+    The sockets, the config file and the save on stop are the same in
+    every unit and in the snippets.
+    """
+
+    UNIT = 'spdk-tgt.service'
 
     def setUp(self):
         super().setUp()
         # systemd repeats keys (ExecStartPost): keep the last of each.
-        self.unit = _ini(os.path.join(ETC, 'systemd', 'spdk-tgt.service'),
-                         strict=False)['Service']
+        self.unit = self.unit_section(self.UNIT)
 
-    def argument(self, flag):
-        args = shlex.split(self.unit['ExecStart'])
+    @staticmethod
+    def unit_path(name):
+        return os.path.join(ETC, 'systemd', name)
+
+    def unit_section(self, name):
+        return _ini(self.unit_path(name), strict=False)['Service']
+
+    def argument(self, flag, name=None):
+        _, args = _exec_start(self.unit_path(name or self.UNIT))
         return args[args.index(flag) + 1]
+
+    def test_every_unit_is_known(self):
+        units = sorted(os.path.basename(p) for p in glob.glob(
+            os.path.join(ETC, 'systemd', '*.service')))
+        self.assertEqual(sorted(UNITS), units)
+
+    def test_each_unit_runs_its_application(self):
+        from testbed import spdk_build
+        for name, (app, interrupt) in UNITS.items():
+            ran, args = _exec_start(self.unit_path(name))
+            self.assertEqual(app, ran, name)
+            self.assertIn(app, spdk_build.APPS)
+            self.assertEqual(interrupt, '--interrupt-mode' in args, name)
+
+    def test_flags_are_valid_for_the_application(self):
+        for name, (app, _) in UNITS.items():
+            _, args = _exec_start(self.unit_path(name))
+            flags = _flags(args)
+            self.assertLessEqual(set(flags), set(APP_FLAGS[app]), name)
+            # A vhost application without -S puts its sockets in its cwd.
+            self.assertEqual(app != 'nvmf_tgt', '-S' in flags, name)
+
+    def test_flags_are_in_the_built_applications_help(self):
+        # Only where a built tree is given: a unit test never builds SPDK.
+        tree = os.environ.get('SPDK_DIR')
+        if not tree:
+            self.skipTest('SPDK_DIR (a tree tools/build-spdk.sh built) '
+                          'is not set')
+        from testbed import spdk_build
+        for name, (app, _) in UNITS.items():
+            path = spdk_build.app_path(app, tree)
+            self.assertTrue(os.access(path, os.X_OK), path)
+            out = subprocess.run([path, '--help'], capture_output=True,
+                                 text=True, timeout=30,
+                                 env=spdk_build.app_env(tree))
+            usage = out.stdout + out.stderr
+            for flag in _flags(_exec_start(self.unit_path(name))[1]):
+                self.assertIn(' %s' % flag, usage, '%s: %s' % (name, flag))
+
+    def test_units_share_sockets_config_and_save_on_stop(self):
+        shared = {}
+        for name in UNITS:
+            lines = _unit_lines(self.unit_path(name))
+            shared[name] = [
+                (s, k, v) for s, k, v in lines
+                if k in ('ExecStartPost', 'ExecStop', 'Restart',
+                         'RestartSec', 'TimeoutStartSec', 'LimitMEMLOCK',
+                         'LimitNOFILE', 'Requires', 'Environment',
+                         'WantedBy')]
+            self.assertEqual(self.argument('-r'), self.argument('-r', name))
+            self.assertEqual(self.argument('--json'),
+                             self.argument('--json', name))
+        self.assertEqual(1, len({tuple(v) for v in shared.values()}),
+                         'the units differ in what they share')
+
+    def test_one_target_per_host(self):
+        for name in UNITS:
+            unit = _ini(self.unit_path(name), strict=False)['Unit']
+            others = set(UNITS) - {name}
+            self.assertEqual(others, set(unit['Conflicts'].split()), name)
 
     def test_saved_config_is_the_loaded_config(self):
         config = self.argument('--json')
@@ -104,11 +235,14 @@ class SystemdUnitTest(base.TestCase):
         self.assertEqual(socket, nova['spdk_vhost']['spdk_rpc_socket'])
 
     def test_vhost_dir_is_made_by_tmpfiles_and_allowed_by_apparmor(self):
-        vhost_dir = self.argument('-S')
         with open(os.path.join(ETC, 'tmpfiles.d', 'spdk-vhost.conf')) as f:
             lines = [line.split() for line in f
                      if line.strip() and not line.startswith('#')]
-        self.assertIn(['d', vhost_dir, '2770', 'root', 'spdk', '-'], lines)
         with open(os.path.join(ETC, 'apparmor.d', 'local', 'abstractions',
                                'libvirt-qemu')) as f:
-            self.assertIn('%s/* rw,' % vhost_dir, f.read())
+            apparmor = f.read()
+        for name in ('spdk-tgt.service', 'spdk-vhost.service'):
+            vhost_dir = self.argument('-S', name)
+            self.assertIn(['d', vhost_dir, '2770', 'root', 'spdk', '-'],
+                          lines)
+            self.assertIn('%s/* rw,' % vhost_dir, apparmor)
