@@ -28,6 +28,7 @@ from cinder_spdk_vhost import options
 from cinder_spdk_vhost import qos
 from cinder_spdk_vhost import qos_apply
 from cinder_spdk_vhost import rollback
+from cinder_spdk_vhost import target_rpcs
 from cinder_spdk_vhost import validation
 from os_brick_connector import config as rpc_config
 from os_brick_connector import exception as rpc_exc
@@ -38,20 +39,6 @@ from os_brick_connector import validation as brick_validation
 LOG = log.getLogger(__name__)
 
 VERSION = '1.0.0'
-
-# Every RPC the driver calls; an older target or one built without a
-# module is refused at start rather than at the first attach.
-REQUIRED_RPCS = frozenset((
-    'rpc_get_methods', 'bdev_get_bdevs', 'bdev_set_qos_limit',
-    'bdev_lvol_get_lvstores', 'bdev_lvol_create', 'bdev_lvol_delete',
-    'bdev_lvol_resize', 'bdev_lvol_snapshot', 'bdev_lvol_clone',
-    'bdev_lvol_rename', 'vhost_get_controllers', 'nvmf_create_transport',
-    'nvmf_create_subsystem', 'nvmf_delete_subsystem',
-    'nvmf_get_subsystems', 'nvmf_subsystem_add_ns',
-    'nvmf_subsystem_add_listener', 'nvmf_subsystem_add_host',
-    'nvmf_subsystem_remove_host')) | image_ops.IMAGE_RPCS
-# With spdk_nvmf_auth = dhchap, the keyring holds each attachment's secret.
-AUTH_RPCS = frozenset(('keyring_file_add_key', 'keyring_file_remove_key'))
 
 
 @interface.volumedriver
@@ -120,16 +107,12 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
             raise exception.VolumeDriverException(
                 message='SPDK target %s refused rpc_get_methods: %s'
                         % (self.client.target, err)) from err
-        required = REQUIRED_RPCS
-        if self.configuration.spdk_nvmf_auth != 'none':
-            required = required | AUTH_RPCS
-        missing = sorted(required - methods)
+        missing = target_rpcs.missing(self.configuration, methods)
         if missing:
             raise exception.VolumeDriverException(
-                message='SPDK target %s lacks the RPC(s) %s: SPDK v24.05 or '
-                        'newer with the lvol, vhost and nvmf modules (and '
-                        'the keyring for spdk_nvmf_auth) is required'
-                        % (self.client.target, ', '.join(missing)))
+                message='SPDK target %s cannot serve this backend: it needs '
+                        '%s' % (self.client.target, missing))
+        self.exporter.has_vhost = target_rpcs.VHOST_LIST in methods
         with errors.translated('checking the lvol stores'):
             for lvs in self.lvstores:
                 try:
@@ -222,7 +205,7 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
             raise exception.VolumeBackendAPIException(data=str(err)) from err
 
     def _refuse_if_exported(self, lvol, volume):
-        in_use = export.users(self.client, lvol)
+        in_use = self.exporter.users(lvol)
         if in_use:
             LOG.info('Volume %(vol)s is still exported through %(users)s',
                      {'vol': volume.id, 'users': ', '.join(in_use)})
@@ -509,7 +492,7 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
                 errors.translated('manage %s' % existing_ref), \
                 rollback.Rollback('manage %s' % existing_ref) as rb:
             lvol = self._lvol_from_ref(existing_ref)
-            if export.users(self.client, lvol):
+            if self.exporter.users(lvol):
                 raise exception.ManageExistingInvalidReference(
                     existing_ref=existing_ref,
                     reason='lvol %s is exported' % lvol.alias)

@@ -18,6 +18,7 @@ import ipaddress
 from cinder import exception
 from oslo_log import log
 
+from cinder_spdk_vhost import target_rpcs
 from os_brick_connector import exception as rpc_exc
 from os_brick_connector import nvme_auth
 
@@ -27,21 +28,6 @@ SERIAL_LEN = 20
 MODEL = 'Cinder SPDK vhost'
 # Connection-info fields of the host's and the subsystem's secrets.
 KEY_FIELDS = ('dhchap_key', 'dhchap_ctrlr_key')
-
-
-def users(client, lvol):
-    """Names of vhost controllers and NVMe-oF subsystems using ``lvol``."""
-    names = {lvol.uuid, lvol.alias}
-    found = []
-    for ctrlr in client.vhost_get_controllers():
-        block = ctrlr.get('backend_specific', {}).get('block', {})
-        if block.get('bdev') in names:
-            found.append('vhost controller %s' % ctrlr['ctrlr'])
-    for sub in client.nvmf_get_subsystems():
-        if any(ns.get('bdev_name') in names
-               for ns in sub.get('namespaces') or ()):
-            found.append('NVMe-oF subsystem %s' % sub['nqn'])
-    return found
 
 
 def _key_names(nqn, host_nqn):
@@ -62,6 +48,12 @@ class NvmfExport(object):
 
     def __init__(self, client, conf):
         self.client = client
+        # spdk_nvmf_transport = none: local attachments only, and a target
+        # that may lack the nvmf_* RPCs (an SPDK vhost application).
+        self.enabled = target_rpcs.exports(conf)
+        # Whether the target has vhost controllers (not nvmf_tgt); the
+        # driver sets it from the target's methods at start-up.
+        self.has_vhost = True
         self.trtype = conf.spdk_nvmf_transport.upper()
         self.address = conf.spdk_nvmf_address
         self.port = str(conf.spdk_nvmf_port)
@@ -73,8 +65,38 @@ class NvmfExport(object):
     def nqn(self, volume_name):
         return '%s:%s' % (self.prefix, volume_name)
 
+    def require(self, purpose):
+        """Refuse ``purpose`` clearly when this backend has no NVMe-oF."""
+        if not self.enabled:
+            raise exception.VolumeBackendAPIException(
+                data='%s needs an NVMe-oF export, and this backend has none '
+                     '(spdk_nvmf_transport = none, local attachments only): '
+                     'run spdk_tgt, which has both vhost and NVMe-oF, and '
+                     'set spdk_nvmf_transport' % purpose)
+
+    def users(self, lvol):
+        """Names of vhost controllers and NVMe-oF subsystems using it."""
+        names = {lvol.uuid, lvol.alias}
+        found = []
+        if self.has_vhost:
+            for ctrlr in self.client.vhost_get_controllers():
+                block = ctrlr.get('backend_specific', {}).get('block', {})
+                if block.get('bdev') in names:
+                    found.append('vhost controller %s' % ctrlr['ctrlr'])
+        for sub in self.subsystems():
+            if any(ns.get('bdev_name') in names
+                   for ns in sub.get('namespaces') or ()):
+                found.append('NVMe-oF subsystem %s' % sub['nqn'])
+        return found
+
+    def subsystems(self):
+        """The target's NVMe-oF subsystems (none without NVMe-oF)."""
+        return self.client.nvmf_get_subsystems() if self.enabled else []
+
     def ensure_transport(self):
         """Create the transport once; True if it was missing."""
+        if not self.enabled:
+            return False
         try:
             self.client.nvmf_create_transport(self.trtype)
         except rpc_exc.AlreadyExists:
@@ -120,6 +142,7 @@ class NvmfExport(object):
 
         Only what this call created is registered with ``rollback``.
         """
+        self.require('Attaching a volume to another host')
         nqn = self.nqn(volume_name)
         sub = self._subsystem(nqn)
         if sub is None:
@@ -169,6 +192,8 @@ class NvmfExport(object):
 
     def unexport(self, volume_name, host_nqn):
         """Remove a host (all when None); drop the subsystem when empty."""
+        if not self.enabled:
+            return
         nqn = self.nqn(volume_name)
         sub = self._subsystem(nqn)
         if sub is None:
@@ -194,6 +219,9 @@ class NvmfExport(object):
     @contextlib.contextmanager
     def io_channel(self, lvol):
         """Hold an I/O channel open on ``lvol`` (see qos_apply)."""
+        self.require('Changing the QoS limits of a volume no guest has open '
+                     '(SPDK applies a change only through an open I/O '
+                     'channel)')
         nqn = '%s:qos-%s' % (self.prefix, lvol.uuid)
         self.delete(nqn)
         try:

@@ -25,12 +25,6 @@ from cinder_spdk_vhost import rollback
 LOG = log.getLogger(__name__)
 CONF = cfg.CONF
 
-IMAGE_RPCS = frozenset((
-    'bdev_aio_create', 'bdev_aio_delete', 'bdev_lvol_decouple_parent',
-    'bdev_lvol_inflate',
-    'bdev_lvol_set_read_only',
-    'bdev_lvol_start_shallow_copy', 'bdev_lvol_check_shallow_copy'))
-
 
 class ImageMixin(object):
     """copy_image_to_volume, copy_volume_to_image and clone_image."""
@@ -45,7 +39,7 @@ class ImageMixin(object):
         Exports before the lvols they hold; clones before snapshots, so
         each snapshot has one clone at most when deleted.
         """
-        for sub in self.client.nvmf_get_subsystems():
+        for sub in self.exporter.subsystems():
             name = dd.scratch_name(self.exporter, sub['nqn'])
             if name:
                 LOG.warning('Deleting NVMe-oF subsystem %s, left by an '
@@ -77,6 +71,8 @@ class ImageMixin(object):
 
         The image must fit ``volume``; the new lvol is image-sized.
         """
+        self.exporter.require('Writing an image into a volume (spdk_dd '
+                              'reaches the lvol over NVMe/TCP)')
         store = self.client.bdev_lvol_get_lvstores(lvs_name=lvs)[0]
         with images.staging_file(self._staging_dir(),
                                  'image-%s-' % image_id) as path:

@@ -30,7 +30,15 @@ driver_opts = [
                     'socket, tcp:<address>:<port> otherwise.'),
     cfg.StrOpt('spdk_nvmf_transport',
                default='tcp',
-               choices=['tcp', 'rdma'],
+               choices=[('tcp', 'NVMe/TCP.'),
+                        ('rdma', 'NVMe/RDMA.'),
+                        ('none', 'No NVMe-oF: only compute hosts on this '
+                                 'SPDK target (transport local) attach '
+                                 'volumes, and the target may be an SPDK '
+                                 'vhost application, which has no nvmf_* '
+                                 'RPCs. Images cannot be written into '
+                                 'volumes, nor QoS limits changed on '
+                                 'volumes no guest has open.')],
                help='NVMe-oF transport used to export volumes to compute '
                     'hosts that run their own SPDK target.'),
     cfg.HostAddressOpt('spdk_nvmf_address',

@@ -5,6 +5,7 @@ named threads, read before and after a fio job.
 """
 
 import os
+import time
 
 TICK = os.sysconf('SC_CLK_TCK')
 
@@ -76,3 +77,13 @@ class CpuMeter(object):
     def stop(self):
         return {name: read() - self._start[name]
                 for name, read in self.sources.items()}
+
+
+def share(pid, seconds):
+    """The share of one core a process used over ``seconds`` from now.
+
+    0.01 is 1% of a core; a polling SPDK reactor shows about 1.0 per core.
+    """
+    start_cpu, start = process_seconds(pid), time.monotonic()
+    time.sleep(seconds)
+    return (process_seconds(pid) - start_cpu) / (time.monotonic() - start)

@@ -81,6 +81,9 @@ class TargetTestCase(CinderTestCase):
     LVS_MIB = 1024
     #: Start the target with ``--json`` of ``self.saved`` when it exists.
     SAVED_CONFIG = False
+    #: The SPDK application serving the storage host, and its mode.
+    APP = 'spdk_tgt'
+    INTERRUPT_MODE = False
 
     def setUp(self):
         super().setUp()
@@ -89,6 +92,7 @@ class TargetTestCase(CinderTestCase):
             self.saved = os.path.join(
                 self.useFixture(fixtures.TempDir()).path, 'spdk_tgt.json')
         self.target = self.useFixture(spdk_target.SpdkTarget(
+            app=self.APP, interrupt_mode=self.INTERRUPT_MODE,
             json_config=self.saved, name='storage'))
         self.target.aio_lvstore(LVS, size_mib=self.LVS_MIB)
 

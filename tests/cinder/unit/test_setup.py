@@ -6,6 +6,7 @@ from cinder.volume import driver as cinder_driver
 
 from cinder_spdk_vhost import driver as spdk_driver
 from cinder_spdk_vhost import rollback
+from cinder_spdk_vhost import target_rpcs
 from os_brick_connector import exception as rpc_exc
 from tests.cinder import base
 
@@ -33,19 +34,54 @@ class SetupTest(base.CinderTestCase):
         drv.client = _OldTarget(methods)
         err = self.assertRaises(exception.VolumeDriverException,
                                 drv.check_for_setup_error)
-        self.assertIn('lacks the RPC(s) %s:' % missing, str(err))
+        self.assertIn('(lacks %s)' % missing, str(err))
 
     def test_missing_rpcs_named(self):
         self.check_refused(
-            spdk_driver.REQUIRED_RPCS -
+            target_rpcs.LVOL | target_rpcs.NVMF -
             {'nvmf_create_subsystem', 'nvmf_subsystem_add_host'},
             'nvmf_create_subsystem, nvmf_subsystem_add_host')
 
     def test_keyring_required_with_dhchap(self):
-        self.check_refused(spdk_driver.REQUIRED_RPCS,
+        self.check_refused(target_rpcs.LVOL | target_rpcs.NVMF,
                            'keyring_file_add_key, keyring_file_remove_key',
                            spdk_nvmf_auth='dhchap',
                            spdk_nvmf_key_dir='/var/lib/spdk/keys')
+
+
+class Conf(object):
+    def __init__(self, transport='tcp', auth='none'):
+        self.spdk_nvmf_transport = transport
+        self.spdk_nvmf_auth = auth
+
+
+class RequiredRpcsTest(base.CinderTestCase):
+    """Each SPDK application serves the configurations it can."""
+
+    # What rpc_get_methods lists, in part, per application (v26.05).
+    NVMF_TGT = target_rpcs.LVOL | target_rpcs.NVMF | target_rpcs.AUTH
+    VHOST = target_rpcs.LVOL | target_rpcs.AUTH | {'vhost_get_controllers'}
+    SPDK_TGT = NVMF_TGT | VHOST
+
+    def test_storage_host_on_nvmf_tgt(self):
+        self.assertIsNone(target_rpcs.missing(Conf(), self.NVMF_TGT))
+        self.assertIsNone(target_rpcs.missing(Conf(auth='dhchap'),
+                                              self.NVMF_TGT))
+
+    def test_hyperconverged_on_vhost_only_without_nvmf(self):
+        self.assertIsNone(target_rpcs.missing(Conf('none'), self.VHOST))
+        reason = target_rpcs.missing(Conf('tcp'), self.VHOST)
+        for said in ('run nvmf_tgt', 'spdk_tgt', 'not vhost',
+                     'spdk_nvmf_transport = none', 'nvmf_create_subsystem'):
+            self.assertIn(said, reason)
+
+    def test_spdk_tgt_serves_everything(self):
+        for conf in (Conf(), Conf('none'), Conf('rdma', 'dhchap')):
+            self.assertIsNone(target_rpcs.missing(conf, self.SPDK_TGT))
+
+    def test_no_lvol_module(self):
+        reason = target_rpcs.missing(Conf('none'), {'rpc_get_methods'})
+        self.assertIn('lvol module', reason)
 
     def test_driver_options_listed(self):
         names = {o.name for o in spdk_driver.SpdkVhostDriver.

@@ -1,0 +1,67 @@
+"""What this backend needs of its SPDK target, by configuration.
+
+Which SPDK application serves a storage host is the operator's choice
+(see the admin guide's page on SPDK applications): ``nvmf_tgt`` on a
+storage-only host (it can sleep in interrupt mode), ``spdk_tgt`` or
+``vhost`` on a hyperconverged one. So an RPC is required only where the
+configuration uses it, and a target that lacks one is refused at start
+with the application that has it.
+"""
+
+# Lvols, snapshots, clones, QoS and image export: every SPDK application
+# has them.
+LVOL = frozenset((
+    'rpc_get_methods', 'bdev_get_bdevs', 'bdev_set_qos_limit',
+    'bdev_lvol_get_lvstores', 'bdev_lvol_create', 'bdev_lvol_delete',
+    'bdev_lvol_resize', 'bdev_lvol_snapshot', 'bdev_lvol_clone',
+    'bdev_lvol_rename', 'bdev_aio_create', 'bdev_aio_delete',
+    'bdev_lvol_decouple_parent', 'bdev_lvol_inflate',
+    'bdev_lvol_set_read_only', 'bdev_lvol_start_shallow_copy',
+    'bdev_lvol_check_shallow_copy'))
+# Exports to other hosts, image import and QoS changes on idle volumes.
+NVMF = frozenset((
+    'nvmf_create_transport', 'nvmf_create_subsystem',
+    'nvmf_delete_subsystem', 'nvmf_get_subsystems', 'nvmf_subsystem_add_ns',
+    'nvmf_subsystem_add_listener', 'nvmf_subsystem_add_host',
+    'nvmf_subsystem_remove_host'))
+# spdk_nvmf_auth = dhchap: the keyring holds each attachment's secret.
+AUTH = frozenset(('keyring_file_add_key', 'keyring_file_remove_key'))
+# Not required: a target without it (nvmf_tgt) has no vhost controller
+# that could hold a volume.
+VHOST_LIST = 'vhost_get_controllers'
+
+_NEEDS = (
+    (LVOL, 'SPDK v26.01 or newer with the lvol module'),
+    (NVMF, 'an NVMe-oF target (nvmf_* RPCs), which spdk_nvmf_transport = '
+           '%(transport)s uses: run nvmf_tgt (storage-only host) or '
+           'spdk_tgt (hyperconverged host), not vhost; or set '
+           'spdk_nvmf_transport = none to serve local attachments only'),
+    (AUTH, 'the keyring module, which spdk_nvmf_auth = dhchap uses'),
+)
+
+
+def exports(conf):
+    """Whether the backend exports volumes over NVMe-oF at all."""
+    return conf.spdk_nvmf_transport != 'none'
+
+
+def required(conf):
+    """The RPC groups this configuration uses, with why each is needed."""
+    groups = [_NEEDS[0]]
+    if exports(conf):
+        groups.append(_NEEDS[1])
+        if conf.spdk_nvmf_auth != 'none':
+            groups.append(_NEEDS[2])
+    return groups
+
+
+def missing(conf, methods):
+    """None, or why a target offering ``methods`` cannot serve ``conf``."""
+    reasons = []
+    for group, need in required(conf):
+        lacking = sorted(group - set(methods))
+        if lacking:
+            reasons.append('%s (lacks %s)' % (
+                need % {'transport': conf.spdk_nvmf_transport},
+                ', '.join(lacking)))
+    return '; '.join(reasons) or None
