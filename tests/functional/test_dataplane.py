@@ -6,16 +6,16 @@ their snapshot, decouple and inflate keep the data when a parent goes,
 an exported lvol grows online, and decoupling an esnap clone (an image
 import) copies every cluster of its base and fails cleanly, changing
 nothing, when the lvstore lacks room. Bytes go in and come out through
-NVMe/TCP with ``spdk_dd`` (tests/functional/nvmf_dd.py).
+NVMe/TCP with ``spdk_dd`` (testbed/spdk_dd.py).
 """
 
 import os
 
 import fixtures
 
+from testbed import spdk_dd
 from testbed import spdk_target
 from tests import base
-from tests.functional import nvmf_dd
 
 MIB = 1024 * 1024
 KIB4 = 4096
@@ -35,7 +35,7 @@ class LvolDataTest(base.TestCase):
             app='spdk_tgt', name='storage'))
         self.target.aio_lvstore(size_mib=64)
         self.work = self.useFixture(fixtures.TempDir()).path
-        self.dd = nvmf_dd.NvmfDd(self.target, self.work)
+        self.dd = spdk_dd.NvmfDd(self.target, self.work)
 
     def create(self, name, mib=4, thin=True):
         self.target.rpc('bdev_lvol_create', {
@@ -136,7 +136,7 @@ class EsnapDecoupleTest(base.TestCase):
         # Never leave the image bdev gone under its clone: SPDK crashes.
         self.addCleanup(self.target.call, 'bdev_lvol_delete',
                         {'name': 'lvs0/fromimg'})
-        self.dd = nvmf_dd.NvmfDd(self.target, work)
+        self.dd = spdk_dd.NvmfDd(self.target, work)
 
     def free_clusters(self):
         [lvs] = self.target.rpc('bdev_lvol_get_lvstores',

@@ -3,7 +3,7 @@
 Images are made by qemu-img; Glance is Cinder's own test fake holding
 them in memory; Cinder's real image_utils fetches, converts and uploads.
 An lvol's bytes are read over NVMe/TCP by SPDK's spdk_dd through an
-export the test makes itself (:mod:`tests.cinder.lvol_reader`),
+export the test makes itself (:mod:`testbed.spdk_dd`),
 independently of the driver code under test.
 """
 
@@ -20,8 +20,8 @@ from oslo_config import cfg
 
 from cinder_spdk_vhost import lvols
 from testbed import spdk_build
+from testbed import spdk_dd
 from tests.cinder import base
-from tests.cinder import lvol_reader
 
 CONF = cfg.CONF
 MIB = lvols.MIB
@@ -130,8 +130,8 @@ class ImageTestCase(base.TargetTestCase):
 
     def lvol_bytes(self, name, length):
         """The first ``length`` bytes of lvol ``name`` as a guest sees them."""
-        return lvol_reader.read_lvol(self.target, '%s/%s' % (base.LVS, name),
-                                     length, self.tmp)
+        return spdk_dd.read_once(self.target, '%s/%s' % (base.LVS, name),
+                                 length, self.tmp)
 
     def aio_bdevs(self):
         return sorted(b['name'] for b in self.rpc('bdev_get_bdevs')

@@ -14,6 +14,7 @@ import uuid
 
 from testbed import net
 from testbed import spdk_build
+from testbed import spdk_target
 
 BLOCK = 4096
 HOST_NQN = 'nqn.2014-08.org.nvmexpress:uuid:%s' % uuid.uuid4()
@@ -26,7 +27,12 @@ class NvmfDd(object):
         self.target = target
         self.workdir = workdir
         self.exports = {}
-        target.rpc('nvmf_create_transport', {'trtype': 'TCP'})
+        # The code under test may have made the transport already.
+        error = target.call('nvmf_create_transport',
+                            {'trtype': 'TCP'}).get('error')
+        if error and 'already exists' not in error['message']:
+            raise spdk_target.TargetError('nvmf_create_transport: %s'
+                                          % error)
 
     def _export(self, bdev):
         """The subsystem NQN and port serving ``bdev`` (made once)."""
@@ -74,11 +80,20 @@ class NvmfDd(object):
                         '--seek', str(offset // BLOCK)])
 
     def read(self, bdev, offset, length):
-        """``length`` bytes at ``offset`` of ``bdev``, block-aligned."""
-        assert offset % BLOCK == 0 and length % BLOCK == 0
+        """``length`` bytes at ``offset`` of ``bdev`` (a block border)."""
+        assert offset % BLOCK == 0
         path = os.path.join(self.workdir, 'out-%s' % uuid.uuid4().hex)
         self._dd(bdev, ['--ib', 'ddn1', '--of', path,
                         '--skip', str(offset // BLOCK),
-                        '--count', str(length // BLOCK)])
+                        '--count', str(-(-length // BLOCK))])
         with open(path, 'rb') as src:
-            return src.read()
+            return src.read(length)
+
+
+def read_once(target, bdev, length, workdir):
+    """The first ``length`` bytes of ``bdev``, its export gone after."""
+    dd = NvmfDd(target, workdir)
+    try:
+        return dd.read(bdev, 0, length)
+    finally:
+        dd.unexport(bdev)
