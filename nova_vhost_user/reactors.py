@@ -2,7 +2,9 @@
 
 SPDK reactors busy-poll their cores at 100%; a guest vCPU pinned or
 floating onto one of them fights the reactor, which slows every volume
-that reactor serves.
+that reactor serves. In interrupt mode (every reactor sleeps when idle)
+floating guests may share the cores, so only ``cpu_dedicated_set`` is
+checked: a pinned vCPU expects its core to itself.
 """
 
 from nova.virt import hardware
@@ -14,9 +16,14 @@ LOG = logging.getLogger(__name__)
 
 
 def reactor_cores(client):
-    """Host CPU ids SPDK runs its reactors on (SPDK lcore = CPU id)."""
-    return {reactor['lcore']
-            for reactor in client.framework_get_reactors()['reactors']}
+    """The reactors' host CPU ids, and whether all sleep when idle.
+
+    SPDK's lcore is the CPU id; ``in_interrupt`` says interrupt mode.
+    """
+    reactors = client.framework_get_reactors()['reactors']
+    interrupt_mode = bool(reactors) and all(
+        reactor.get('in_interrupt') for reactor in reactors)
+    return {reactor['lcore'] for reactor in reactors}, interrupt_mode
 
 
 def check_overlap(client):
@@ -26,15 +33,16 @@ def check_overlap(client):
     is a warning too, not a failure: nova-compute must still start.
     """
     try:
-        cores = reactor_cores(client)
+        cores, interrupt_mode = reactor_cores(client)
     except spdk_exception.SpdkRpcError as err:
         LOG.warning('Could not check whether Nova\'s CPU sets overlap the '
                     'SPDK reactor cores: %s', err)
         return {}
     overlaps = {}
-    for option, cpus in (('cpu_dedicated_set',
-                          hardware.get_cpu_dedicated_set()),
-                         ('cpu_shared_set', hardware.get_cpu_shared_set())):
+    checked = [('cpu_dedicated_set', hardware.get_cpu_dedicated_set())]
+    if not interrupt_mode:
+        checked.append(('cpu_shared_set', hardware.get_cpu_shared_set()))
+    for option, cpus in checked:
         common = cores & (cpus or set())
         if common:
             overlaps[option] = common

@@ -235,14 +235,16 @@ class TestExtend(DriverTestCase):
 
 
 class FakeSpdk(object):
-    def __init__(self, lcores=None, error=None):
+    def __init__(self, lcores=None, error=None, interrupt_mode=False):
         self.lcores = lcores or []
         self.error = error
+        self.interrupt_mode = interrupt_mode
 
     def framework_get_reactors(self):
         if self.error:
             raise self.error
-        return {'reactors': [{'lcore': c, 'numa_id': 0}
+        return {'reactors': [{'lcore': c, 'numa_id': 0,
+                              'in_interrupt': self.interrupt_mode}
                              for c in self.lcores]}
 
 
@@ -263,6 +265,16 @@ class TestReactorOverlap(base.TestCase):
                           'cpu_shared_set': {1}}, overlaps)
         self.assertIn('cpu_dedicated_set contains CPUs 2-3', self.log.output)
         self.assertIn('cpu_shared_set contains CPUs 1', self.log.output)
+
+    def test_interrupt_mode_reactors_may_share_floating_cores(self):
+        self.conf.config(group='compute', cpu_dedicated_set='2-5',
+                         cpu_shared_set='0-1')
+
+        overlaps = reactors.check_overlap(
+            FakeSpdk([1, 2], interrupt_mode=True))
+
+        self.assertEqual({'cpu_dedicated_set': {2}}, overlaps)
+        self.assertNotIn('cpu_shared_set contains', self.log.output)
 
     def test_disjoint_sets_quiet(self):
         self.conf.config(group='compute', cpu_dedicated_set='2-5')
