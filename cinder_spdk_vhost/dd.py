@@ -117,6 +117,25 @@ def _config(params, secrets, workdir):
     return {'subsystems': subsystems}
 
 
+def _library_env(program):
+    """The environment spdk_dd runs in: a build tree's libraries found.
+
+    An SPDK build tree (``tools/build-spdk.sh``, devstack) keeps its
+    shared libraries in ``build/lib`` beside ``build/bin``, where the
+    binaries do not look for them by themselves; an installed spdk_dd
+    needs nothing.
+    """
+    libs = os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(program))), 'lib')
+    if not (os.path.sep in program and
+            os.path.isfile(os.path.join(libs, 'libspdk_event.so'))):
+        return None
+    env = dict(os.environ)
+    env['LD_LIBRARY_PATH'] = os.pathsep.join(
+        p for p in (libs, env.get('LD_LIBRARY_PATH')) if p)
+    return env
+
+
 def write_file(conf, path, params, secrets):
     """Run spdk_dd: the holes of raw ``path`` are skipped (``--sparse``)."""
     with tempfile.TemporaryDirectory(prefix='spdk-dd-') as workdir:
@@ -129,7 +148,8 @@ def write_file(conf, path, params, secrets):
         if conf.spdk_dd_mem_mb:
             cmd += ['-s', str(conf.spdk_dd_mem_mb)]
         try:
-            processutils.execute(*cmd)
+            processutils.execute(*cmd, env_variables=_library_env(
+                conf.spdk_dd_path))
         except (processutils.ProcessExecutionError, OSError) as err:
             raise exception.VolumeBackendAPIException(
                 data='spdk_dd could not write %s: %s' % (path, err)

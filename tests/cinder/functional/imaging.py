@@ -47,12 +47,6 @@ def use_privsep_in_process(test):
     test.addCleanup(privsep.sys_admin_pctxt.set_client_mode, True)
 
 
-def use_spdk_libraries(test):
-    """Let the driver's spdk_dd find the libraries of the built tree."""
-    test.useFixture(fixtures.EnvironmentVariable(
-        'LD_LIBRARY_PATH', spdk_build.app_env()['LD_LIBRARY_PATH']))
-
-
 class Glance(fake_image._FakeImageService):
     """Cinder's fake Glance, keeping what is uploaded (it drops it)."""
 
@@ -80,7 +74,6 @@ class ImageTestCase(base.TargetTestCase):
                           os.path.join(self.tmp, 'conversion'))
         self.glance = Glance()
         use_privsep_in_process(self)
-        use_spdk_libraries(self)
 
     def driver_opts(self, **overrides):
         opts = {'spdk_image_staging_dir': self.staging,

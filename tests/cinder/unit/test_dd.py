@@ -90,3 +90,22 @@ class ScratchNameTest(base.TestCase):
             exporter, 'nqn.2016-06.io.spdk:cinder:volume-x'))
         self.assertIsNone(dd.scratch_name(
             exporter, 'nqn.2016-06.io.spdk:other:tmp-dd-x'))
+
+
+class LibraryEnvTest(base.TestCase):
+    """A build tree's spdk_dd gets its build/lib; others run as they are."""
+
+    def test_build_tree(self):
+        tree = self.useFixture(fixtures.TempDir()).path
+        for sub in ('build/bin', 'build/lib'):
+            os.makedirs(os.path.join(tree, sub))
+        open(os.path.join(tree, 'build/lib/libspdk_event.so'), 'w').close()
+        self.useFixture(fixtures.EnvironmentVariable('LD_LIBRARY_PATH',
+                                                     '/opt/other'))
+        env = dd._library_env(os.path.join(tree, 'build/bin/spdk_dd'))
+        self.assertEqual(os.path.join(tree, 'build/lib') + ':/opt/other',
+                         env['LD_LIBRARY_PATH'])
+
+    def test_installed_or_on_path(self):
+        self.assertIsNone(dd._library_env('spdk_dd'))
+        self.assertIsNone(dd._library_env('/usr/local/bin/spdk_dd'))
