@@ -136,6 +136,8 @@ class DevstackPluginTest(PluginTestBase):
             'volume_driver': 'cinder_spdk_vhost.driver.SpdkVhostDriver',
             'spdk_rpc_socket': '/var/tmp/spdk.sock',
             'spdk_lvstores': 'lvs0',
+            'spdk_dd_path': os.path.join(self.spdk_dir, 'build', 'bin',
+                                         'spdk_dd'),
             'spdk_thin_provision': 'True',
             'spdk_nvmf_address': '192.0.2.10',
             'spdk_target_id': 'aio-host',
