@@ -23,6 +23,8 @@ from oslo_config import cfg
 from oslo_log import log
 from oslo_messaging import conffixture as messaging_conffixture
 
+from testbed import spdk_build
+
 CONF = cfg.CONF
 BACKEND = 'spdk'
 HOST = 'storage@%s' % BACKEND
@@ -84,6 +86,7 @@ class CinderSide(object):
                             ('spdk_lvstores', [lvstore]),
                             ('spdk_nvmf_address', nvmf_address),
                             ('spdk_nvmf_port', nvmf_port),
+                            ('spdk_dd_path', spdk_build.app_path('spdk_dd')),
                             ('volume_backend_name', BACKEND)):
             CONF.set_override(name, value, group=BACKEND)
         self.manager.init_host(service_id=None)

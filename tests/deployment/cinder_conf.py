@@ -8,6 +8,8 @@ import configparser
 import os
 import sys
 
+from testbed import spdk_build
+
 BACKEND = 'spdk'
 HOST = 'deploy-storage'
 
@@ -57,6 +59,7 @@ def build(workdir, db_url, transport_url, api_port, spdk_socket,
         'spdk_target_id': target_id,
         'spdk_nvmf_address': '127.0.0.1',
         'spdk_nvmf_port': str(nvmf_port),
+        'spdk_dd_path': spdk_build.app_path('spdk_dd'),
     }
     return conf
 
