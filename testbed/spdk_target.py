@@ -99,7 +99,7 @@ class SpdkTarget(fixtures.Fixture):
         self._wait_ready()
 
     def stop(self):
-        """Stop cleanly (SIGTERM, then SIGINT-like wait), as systemd does."""
+        """Stop cleanly (SIGTERM; SIGKILL after 20 s), as systemd does."""
         self._stop()
         self._forget_socket()
 
