@@ -22,7 +22,7 @@ PNG = b'\x89PNG\r\n\x1a\n'
 
 
 class QuickBenchTest(base.TestCase):
-    """One run (about two minutes), checked from every side."""
+    """One run (about three minutes), checked from every side."""
 
     def test_quick_run_gives_every_figure(self):
         self.useFixture(fixtures.Timeout(900, gentle=True))
@@ -68,15 +68,37 @@ class QuickBenchTest(base.TestCase):
                       control['connector']['attach']['rpc'])
         self.assertEqual([1, 2, 4], [p['volumes'] for p in
                                      control['scaling']['points']])
+        self.check_modes(res['modes'])
+
+    def check_modes(self, modes):
+        self.assertEqual({'spdk_tgt', 'vhost', 'nvmf_tgt'},
+                         set(modes['idle']))
+        for app, by_mode in modes['idle'].items():
+            # A polling reactor always runs; how much depends on the load.
+            self.assertGreater(by_mode['poll']['cpu_share'], 0, app)
+            self.assertGreaterEqual(by_mode['interrupt']['cpu_share'], 0,
+                                    app)
+            self.assertGreater(by_mode['poll']['core0_busy'], 0, app)
+        for mode in ('poll', 'interrupt'):
+            for job in modes['jobs']:
+                figures = modes['dataplane'][mode][job]
+                self.assertGreater(figures['iops'], 0, (mode, job))
+                self.assertGreater(figures['cpu_target_us_per_io'], 0,
+                                   (mode, job))
+            self.assertGreater(
+                modes['dataplane'][mode]['qos']['achieved_iops'], 0, mode)
+        for job in modes['jobs']:
+            self.assertIsNotNone(modes['ratios'][job]['iops'], job)
+        self.assertIsNotNone(modes['ratios']['qos_achieved_iops'])
 
     def check_files(self):
         for name in ('dataplane', 'qos_isolation', 'qos_accuracy',
-                     'control_plane'):
+                     'control_plane', 'modes'):
             with open(os.path.join(self.out, name + '.png'), 'rb') as f:
                 self.assertEqual(PNG, f.read(8), name)
         with open(os.path.join(self.out, 'summary.md')) as f:
             summary = f.read()
         self.assertIn(cli.TCG_LABEL, summary)
         for title in ('Data plane', 'QoS isolation', 'QoS accuracy',
-                      'Control plane'):
+                      'Control plane', 'Poll vs interrupt mode'):
             self.assertIn('## ' + title, summary)

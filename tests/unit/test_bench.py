@@ -11,6 +11,8 @@ from testbed import cpu
 from testbed.guest import initramfs
 from tests import base
 from tools.bench import fio
+from tools.bench import modes
+from tools.bench import report
 from tools.bench import rpc_counter
 from tools.bench import timing
 
@@ -179,3 +181,62 @@ class InitramfsExtrasTest(base.TestCase):
         self.assertIn('bin/true', extra_names)
         self.assertIn('run.sh', extra_names)
         self.assertLessEqual(plain_names, extra_names)
+
+
+def _modes_results():
+    def job(iops, cpu):
+        return {'iops': iops, 'lat_mean_us': 1e6 / iops,
+                'lat_p99_us': 2e6 / iops, 'cpu_target_us_per_io': cpu}
+    plane = {
+        'poll': {'4k-randread-qd1': job(1000.0, 200.0),
+                 'qos': {'limit_iops': 1000, 'achieved_iops': 1000.0,
+                         'lat_p99_us': 9.0}},
+        'interrupt': {'4k-randread-qd1': job(500.0, 50.0),
+                      'qos': {'limit_iops': 1000, 'achieved_iops': 990.0,
+                              'lat_p99_us': 9.0}}}
+    idle = {app: {'poll': {'cpu_share': 1.0, 'core0_busy': 1.0,
+                           'holds': ['thin lvol']},
+                  'interrupt': {'cpu_share': 0.003, 'core0_busy': 0.5,
+                                'holds': ['thin lvol']}}
+            for app in modes.APPS}
+    return {'idle_seconds': 2, 'idle': idle, 'jobs': ['4k-randread-qd1'],
+            'dataplane': plane,
+            'ratios': modes.ratios(plane, ['4k-randread-qd1'])}
+
+
+class ModesTest(base.TestCase):
+
+    def test_ratios_are_interrupt_over_poll(self):
+        got = _modes_results()['ratios']
+        self.assertEqual({'iops': 0.5, 'lat_mean_us': 2.0,
+                          'lat_p99_us': 2.0, 'cpu_target_us_per_io': 0.25},
+                         got['4k-randread-qd1'])
+        self.assertEqual(0.99, got['qos_achieved_iops'])
+
+    def test_core_ticks_leave_out_idle_and_iowait(self):
+        stat = os.path.join(self.useFixture(fixtures.TempDir()).path, 's')
+        with open(stat, 'w') as f:
+            f.write('cpu  9 9 9 9 9 9 9 9 0 0\n'
+                    'cpu0 10 1 5 100 7 2 3 4 0 0\n')
+        self.assertEqual((25, 132), modes.core_ticks(0, stat))
+        self.assertRaises(ValueError, modes.core_ticks, 1, stat)
+
+    def test_ratio_of_a_missing_figure_is_none(self):
+        self.assertIsNone(modes._ratio(None, 1.0))
+        self.assertIsNone(modes._ratio(1.0, 0))
+
+    def test_report_has_the_table_and_the_plot(self):
+        out = self.useFixture(fixtures.TempDir()).path
+        results = {'meta': {'label': 'L', 'profile': 'quick', 'target': 'T',
+                            'accel': 'tcg', 'started': 'now'},
+                   'modes': _modes_results()}
+        report.write_markdown(results, out)
+        self.assertEqual([os.path.join(out, 'modes.png')],
+                         report.write_plots(results, out))
+        with open(os.path.join(out, 'summary.md')) as f:
+            summary = f.read()
+        self.assertIn('## Poll vs interrupt mode', summary)
+        self.assertIn('| vhost | thin lvol | 100.0 | 0.3 | 100.0 | 50.0 |',
+                      summary)
+        self.assertIn('| 4k-randread-qd1 | 0.50 | 2.00 | 2.00 | 0.25 |',
+                      summary)

@@ -14,6 +14,7 @@ import traceback
 from tools.bench import control
 from tools.bench import dataplane
 from tools.bench import guest
+from tools.bench import modes
 from tools.bench import profiles
 from tools.bench import qos
 from tools.bench import report
@@ -24,6 +25,7 @@ EXPERIMENTS = {
     'qos_isolation': qos.isolation,
     'qos_accuracy': qos.accuracy,
     'control_plane': control.run,
+    'modes': modes.run,
 }
 TCG_LABEL = 'real SPDK target, TCG guest: not hardware numbers'
 
@@ -31,9 +33,10 @@ TCG_LABEL = 'real SPDK target, TCG guest: not hardware numbers'
 def parse_args(argv):
     parser = argparse.ArgumentParser(
         prog='python -m tools.bench',
-        description='spdk-vhost benchmark: data plane, QoS, control plane.')
+        description='spdk-vhost benchmark: data plane, QoS, control plane, '
+                    'poll vs interrupt mode.')
     parser.add_argument('--quick', action='store_true',
-                        help='a short smoke run (about a minute or two): '
+                        help='a short smoke run (a few minutes): '
                              'checks that every experiment gives figures')
     parser.add_argument('--output-dir', required=True,
                         help='where results.json, *.png and summary.md go')

@@ -15,6 +15,7 @@ Profile = collections.namedtuple('Profile', [
     'volume_sizes_gib',  # control plane: create/snapshot/clone sizes
     'repeats',          # control plane: repetitions per operation
     'attach_counts',    # N volumes attached to one host
+    'idle_seconds',     # modes: CPU of an idle target measured over this
 ])
 
 FULL = Profile(
@@ -22,7 +23,8 @@ FULL = Profile(
     victim_rate=200, aggressor_limit=1000,
     iops_limits=(1000, 2000, 5000, 10000, 20000, 50000, 100000),
     bw_limits=(10, 50, 100, 500),
-    volume_sizes_gib=(1, 64), repeats=5, attach_counts=(1, 2, 4, 8, 16, 32))
+    volume_sizes_gib=(1, 64), repeats=5, attach_counts=(1, 2, 4, 8, 16, 32),
+    idle_seconds=5)
 
 # Every experiment and every figure, each as short as still gives a
 # number: a functional check, never a performance measurement.
@@ -30,6 +32,7 @@ QUICK = Profile(
     name='quick', runtime=1, ramp=0, size_mib=32, jobs=None,
     victim_rate=50, aggressor_limit=1000,
     iops_limits=(1000, 10000, 100000), bw_limits=(10,),
-    volume_sizes_gib=(1, 64), repeats=1, attach_counts=(1, 2, 4))
+    volume_sizes_gib=(1, 64), repeats=1, attach_counts=(1, 2, 4),
+    idle_seconds=2)
 
 PROFILES = {p.name: p for p in (FULL, QUICK)}

@@ -8,6 +8,7 @@ matplotlib.use('Agg')  # no display: files only
 from matplotlib import pyplot  # noqa: E402,I202 (after the backend)
 
 from tools.bench import dataplane  # noqa: E402
+from tools.bench import modes  # noqa: E402
 
 PATHS = (dataplane.BASELINE, dataplane.VHOST)
 
@@ -96,8 +97,22 @@ def plot_control(res, out_dir, label):
     return _save(fig, out_dir, 'control_plane', label)
 
 
+def plot_modes(res, out_dir, label):
+    fig, axes = pyplot.subplots(1, 2, figsize=(11, 4))
+    apps = list(res['idle'])
+    _bars(axes[0], apps, {m: [res['idle'][a][m]['cpu_share'] * 100
+                              for a in apps] for m in modes.MODES},
+          'idle CPU, % of a core')
+    keys = list(modes.RATIO_KEYS)
+    _bars(axes[1], keys, {j: [res['ratios'][j][k] for k in keys]
+                          for j in res['jobs']}, 'interrupt / poll')
+    axes[1].axhline(1, color='grey', linestyle=':')
+    return _save(fig, out_dir, 'modes', label)
+
+
 PLOTS = {'dataplane': plot_dataplane, 'qos_isolation': plot_isolation,
-         'qos_accuracy': plot_accuracy, 'control_plane': plot_control}
+         'qos_accuracy': plot_accuracy, 'control_plane': plot_control,
+         'modes': plot_modes}
 
 
 def write_plots(results, out_dir):
@@ -176,8 +191,40 @@ def _md_control(res):
                   'controllers per reactor'], scale))
 
 
+def _md_modes(res):
+    idle = [[app, ', '.join(res['idle'][app]['poll']['holds'])]
+            + [res['idle'][app][m][k] * 100
+               for k in ('cpu_share', 'core0_busy') for m in modes.MODES]
+            for app in res['idle']]
+    plane = [[job, mode] + [res['dataplane'][mode][job][k]
+                            for k in modes.RATIO_KEYS]
+             for job in res['jobs'] for mode in modes.MODES]
+    plane += [['qos %d IOPS' % res['dataplane'][m]['qos']['limit_iops'],
+               m, res['dataplane'][m]['qos']['achieved_iops'], None,
+               res['dataplane'][m]['qos']['lat_p99_us'], None]
+              for m in modes.MODES]
+    ratios = [[job] + [res['ratios'][job][k] for k in modes.RATIO_KEYS]
+              for job in res['jobs']]
+    ratios.append(['qos achieved IOPS', res['ratios']['qos_achieved_iops'],
+                   None, None, None])
+    header = ['IOPS', 'mean us', 'p99 us', 'target CPU us/IO']
+    return (['## Poll vs interrupt mode', '',
+             'Idle target on core 0, CPU over %s s, %% of a core; and how '
+             'busy core 0 was meanwhile (all processes):'
+             % res['idle_seconds'], '']
+            + _table(['application', 'holds', 'poll %', 'interrupt %',
+                      'core 0 busy (poll) %', 'core 0 busy (interrupt) %'],
+                     idle)
+            + ['Through a polling and an interrupt-mode `vhost`:', '']
+            + _table(['job', 'mode'] + header, plane)
+            + ['Ratios, interrupt / poll:', '']
+            + _table(['job'] + header, [
+                [r[0]] + [_fmt(v, 2) for v in r[1:]] for r in ratios]))
+
+
 MARKDOWN = {'dataplane': _md_dataplane, 'qos_isolation': _md_isolation,
-            'qos_accuracy': _md_accuracy, 'control_plane': _md_control}
+            'qos_accuracy': _md_accuracy, 'control_plane': _md_control,
+            'modes': _md_modes}
 
 
 def write_markdown(results, out_dir):
