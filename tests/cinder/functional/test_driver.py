@@ -1,9 +1,13 @@
 """The driver's whole lifecycle against a real SPDK target."""
 
+import time
+
 from cinder import exception
+import fixtures
 
 from cinder_spdk_vhost import driver as spdk_driver
 from cinder_spdk_vhost import lvols
+from testbed import spdk_dd
 from tests.cinder import base
 
 NQN = 'nqn.2014-08.org.nvmexpress:uuid:1b4e28ba-2fa1-11d2-883f-00163e00000%d'
@@ -92,6 +96,30 @@ class VolumeTest(DriverTestCase):
         self.assertEqual({'rw_ios_per_sec': 3000, 'rw_mbytes_per_sec': 100,
                           'r_mbytes_per_sec': 0, 'w_mbytes_per_sec': 1},
                          self.limits(self.alias(volume)))
+
+    def test_backend_qos_holds_io_to_the_limit(self):
+        """SPDK's own I/O counters show the limit in force, not just set.
+
+        spdk_dd reads the volume over NVMe/TCP as fast as it can: the
+        reads SPDK counted on the lvol over the whole copy (its start-up
+        included, which only lowers the rate) stay within the limit.
+        """
+        vtype = self.make_type({'total_iops_sec': '1000'})
+        volume = self.created(vtype=vtype)
+        alias = self.alias(volume)
+        ops = 3072   # 4 KiB reads: at least three seconds at 1,000/s
+
+        def reads():
+            stats = self.rpc('bdev_get_iostat', {'names': [alias]})
+            return stats['bdevs'][0]['num_read_ops']
+        before = reads()
+        started = time.monotonic()
+        spdk_dd.read_once(self.target, alias, ops * 4096,
+                          self.useFixture(fixtures.TempDir()).path)
+        elapsed = time.monotonic() - started
+        done = reads() - before
+        self.assertGreaterEqual(done, ops)
+        self.assertLessEqual(done / elapsed, 1000 * 1.05)
 
     def test_front_end_qos_not_applied_in_backend(self):
         vtype = self.make_type({'read_iops_sec': '500'},
