@@ -9,7 +9,7 @@ def stop(process, timeout):
     """SIGTERM (a clean stop), then SIGKILL the process's whole group.
 
     The process must lead its own group (``start_new_session=True``), so
-    what it started (qemu-storage-daemon, workers) goes with it.
+    what it started (workers, child processes) goes with it.
     """
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
