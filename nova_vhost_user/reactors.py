@@ -11,6 +11,7 @@ from nova.virt import hardware
 from oslo_log import log as logging
 
 from os_brick_connector import exception as spdk_exception
+from os_brick_connector import numa
 
 LOG = logging.getLogger(__name__)
 
@@ -21,9 +22,8 @@ def reactor_cores(client):
     SPDK's lcore is the CPU id; ``in_interrupt`` says interrupt mode.
     """
     reactors = client.framework_get_reactors()['reactors']
-    interrupt_mode = bool(reactors) and all(
-        reactor.get('in_interrupt') for reactor in reactors)
-    return {reactor['lcore'] for reactor in reactors}, interrupt_mode
+    return ({reactor['lcore'] for reactor in reactors},
+            numa.in_interrupt_mode(reactors))
 
 
 def check_overlap(client):

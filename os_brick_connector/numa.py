@@ -55,6 +55,15 @@ def sysfs_cpu_nodes(sysfs_root):
     return nodes
 
 
+def in_interrupt_mode(reactors):
+    """Whether every reactor of ``framework_get_reactors`` sleeps when idle.
+
+    Only then does the target leave its cores to others, and only then
+    does SPDK's NVMe-oF initiator refuse to run on it.
+    """
+    return bool(reactors) and all(r.get('in_interrupt') for r in reactors)
+
+
 def cpumask_cores(mask):
     """The cores of an SPDK hex cpumask (``0x5`` or ``5``)."""
     value = int(mask, 16)
@@ -91,9 +100,7 @@ class Topology(object):
                             'sysfs, as Nova does for guests',
                             {'core': lcore, 'spdk': spdk_node, 'node': node})
             reactor_nodes[lcore] = node
-        interrupt_mode = bool(reactors) and all(
-            reactor.get('in_interrupt') for reactor in reactors)
-        return cls(reactor_nodes, interrupt_mode)
+        return cls(reactor_nodes, in_interrupt_mode(reactors))
 
     def node_of(self, core):
         """The node of a reactor, or None when unknown."""
