@@ -8,8 +8,8 @@ with ``spdk_nvmf_auth = dhchap`` the host must also hold a per-attachment
 DH-HMAC-CHAP secret, returned as ``dhchap_key``, and the subsystem
 proves itself with a second one, ``dhchap_ctrlr_key`` (see
 :mod:`nvme_auth`).
-SPDK does not stop an lvol in use from being deleted, so :func:`users`
-lets the driver refuse that itself.
+SPDK does not stop an lvol in use from being deleted, so
+:meth:`NvmfExport.users` lets the driver refuse that itself.
 """
 
 import contextlib
@@ -174,20 +174,19 @@ class NvmfExport(object):
                          self.client.nvmf_subsystem_remove_host, nqn,
                          host_nqn)
             return {}
+        names = dict(zip(KEY_FIELDS, _key_names(nqn, host_nqn)))
         keys = {}
-        for field, name in zip(KEY_FIELDS, _key_names(nqn, host_nqn)):
+        for field, name in names.items():
             keys[field] = nvme_auth.generate_secret()
             with rollback.change('remove key %s' % name,
                                  nvme_auth.unregister, self.client,
                                  self.key_dir, name):
                 nvme_auth.register(self.client, self.key_dir, name,
                                    keys[field])
-        name, ctrlr_name = _key_names(nqn, host_nqn)
         with rollback.change('remove host %s' % host_nqn,
                              self.client.nvmf_subsystem_remove_host, nqn,
                              host_nqn):
-            self.client.nvmf_subsystem_add_host(
-                nqn, host_nqn, dhchap_key=name, dhchap_ctrlr_key=ctrlr_name)
+            self.client.nvmf_subsystem_add_host(nqn, host_nqn, **names)
         return keys
 
     def unexport(self, volume_name, host_nqn):

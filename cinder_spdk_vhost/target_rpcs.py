@@ -12,7 +12,8 @@ with the application that has it.
 # has them.
 LVOL = frozenset((
     'rpc_get_methods', 'bdev_get_bdevs', 'bdev_set_qos_limit',
-    'bdev_lvol_get_lvstores', 'bdev_lvol_create', 'bdev_lvol_delete',
+    'bdev_lvol_get_lvstores', 'bdev_lvol_get_lvols', 'bdev_lvol_create',
+    'bdev_lvol_delete',
     'bdev_lvol_resize', 'bdev_lvol_snapshot', 'bdev_lvol_clone',
     'bdev_lvol_rename', 'bdev_aio_create', 'bdev_aio_delete',
     'bdev_lvol_decouple_parent', 'bdev_lvol_inflate',
