@@ -79,8 +79,10 @@ class Demo(object):
     def _target(self):
         """The target at $SPDK_RPC_SOCKET, else a fresh spdk_tgt of our own.
 
-        spdk_tgt, since the Cinder driver wants both the vhost and the
-        NVMe-oF RPCs; on core 0, the one every test target uses.
+        spdk_tgt: this one host is both sides, so the target serves the
+        connector's vhost controllers and the NVMe-oF export the Cinder
+        driver uses to change QoS on an idle volume; on core 0, as every
+        test target.
         """
         socket = os.environ.get('SPDK_RPC_SOCKET')
         if not socket:
