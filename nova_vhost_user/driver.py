@@ -19,7 +19,6 @@ from nova_vhost_user import reactors
 from nova_vhost_user import volume
 from os_brick_connector import config as brick_config
 from os_brick_connector import connector_errors
-from os_brick_connector import exception as spdk_exception
 from os_brick_connector import spdk_rpc
 from os_brick_connector import validation
 
@@ -70,16 +69,19 @@ class LibvirtVhostUserDriver(libvirt_driver.LibvirtDriver):
     def get_volume_connector(self, instance):
         """Nova's connector properties plus this host's SPDK identity.
 
-        Used for every volume type, so an SPDK target that does not answer
-        must not stop iSCSI or RBD attachments: it is logged, and the
-        SPDK Cinder driver then refuses the connector it cannot use.
+        Used for every volume type, so nothing of the SPDK part may fail
+        it: without the SPDK keys, iSCSI or RBD volumes still attach, and
+        the SPDK Cinder driver refuses the connector, saying why. The
+        identity itself is read without an RPC (see host_identity).
         """
         props = super().get_volume_connector(instance)
         try:
             props.update(brick.get_connector_properties(CONF.host))
-        except spdk_exception.SpdkRpcError as err:
-            LOG.warning('SPDK connector properties unavailable, SPDK '
-                        'volumes cannot be attached: %s', err)
+        except Exception as err:  # see the docstring
+            LOG.warning('This host cannot attach SPDK volumes: its SPDK '
+                        'connector properties failed (%(type)s: %(err)s). '
+                        'Other volume types are not affected.',
+                        {'type': type(err).__name__, 'err': err})
         return props
 
     def _get_guest_memory_backing_config(self, inst_topology, numatune,

@@ -1,28 +1,26 @@
 """What a compute host tells Cinder about itself: the connector properties.
 
-Cinder's driver reads these to pick the transport (``local`` when the
-volume lives on this host's own SPDK target, else NVMe-oF) and to allow
-this host's NQN on the volume's subsystem.
+Cinder's driver reads two keys (see its ``initialize_connection``): the
+target identity, to attach a volume of this host's own SPDK target
+locally (``transport: local``), and the host NQN, to allow this host on
+the subsystem of a volume exported over NVMe-oF. Neither needs the
+target, so reporting them makes no RPC: Nova builds the connector for
+every attachment, of every volume type, and must get it even while the
+SPDK target is down.
 """
 
-import os
 import socket
 import uuid
 
 from oslo_log import log
 
 from os_brick_connector import connector_errors as errors
-from os_brick_connector import exception as spdk_exc
-from os_brick_connector import numa
 
 LOG = log.getLogger(__name__)
 
-# Keys of the connector properties. The Cinder driver reads the first two
-# (see its initialize_connection); 'nqn' is also os-brick's NVMe-oF key.
+# Keys of the connector properties; 'nqn' is also os-brick's NVMe-oF key.
 TARGET_ID = 'spdk_target_id'
 HOST_NQN = 'nqn'
-TRANSPORTS = 'spdk_transports'
-NUMA_LAYOUT = 'spdk_numa_layout'
 
 NQN_UUID_PREFIX = 'nqn.2014-08.org.nvmexpress:uuid:'
 MACHINE_ID = '/etc/machine-id'
@@ -60,41 +58,26 @@ def host_nqn(conf, machine_id_path=MACHINE_ID):
     if nqn:
         return nqn
     machine_id = _read_first_line(machine_id_path)
-    if not machine_id:
-        raise errors.HostNqnMissing(path=conf.host_nqn_file)
-    return NQN_UUID_PREFIX + str(uuid.UUID(machine_id))
-
-
-def transports(client, sysfs_root, interrupt_mode=False):
-    """The transports this host's target can attach volumes over.
-
-    ``local`` always; ``tcp`` when the target has the NVMe-oF initiator
-    (bdev_nvme) and polls (the initiator refuses interrupt mode);
-    ``rdma`` when it also sees an RDMA device in sysfs.
-    """
-    found = ['local']
-    if interrupt_mode:
-        LOG.info('The SPDK target runs in interrupt mode, where its NVMe-oF '
-                 'initiator does not work: this host attaches local '
-                 'volumes only')
-        return found
     try:
-        methods = client.rpc_get_methods()
-    except spdk_exc.MethodNotFound:
-        return found
-    if 'bdev_nvme_attach_controller' in methods:
-        found.append('tcp')
-        rdma_dir = os.path.join(sysfs_root, 'class', 'infiniband')
-        if os.path.isdir(rdma_dir) and os.listdir(rdma_dir):
-            found.append('rdma')
-    return found
+        return NQN_UUID_PREFIX + str(uuid.UUID(machine_id or ''))
+    except ValueError:
+        raise errors.HostNqnMissing(path=conf.host_nqn_file) from None
 
 
-def connector_properties(conf, client):
-    """The SPDK part of this host's connector properties."""
-    topology = numa.Topology.read(client, conf.sysfs_root)
-    return {TARGET_ID: target_id(conf),
-            HOST_NQN: host_nqn(conf),
-            TRANSPORTS: transports(client, conf.sysfs_root,
-                                   topology.interrupt_mode),
-            NUMA_LAYOUT: topology.layout()}
+def connector_properties(conf, client=None):
+    """The SPDK part of this host's connector properties, or none at all.
+
+    Never raises: a host whose identity cannot be read (no host NQN, an
+    unreadable file) reports no SPDK key, which Cinder's driver refuses
+    with a message pointing here, while attachments of every other
+    volume type go on. The reason is logged, once per call. ``client``
+    is accepted for callers holding one; no property needs it.
+    """
+    try:
+        return {TARGET_ID: target_id(conf), HOST_NQN: host_nqn(conf)}
+    except Exception as err:  # any failure: see the docstring
+        LOG.warning('This host cannot attach SPDK volumes: its SPDK '
+                    'identity for Cinder could not be read (%(type)s: '
+                    '%(err)s). Other volume types are not affected.',
+                    {'type': type(err).__name__, 'err': err})
+        return {}

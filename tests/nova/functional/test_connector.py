@@ -296,13 +296,10 @@ class TestNumaPlacement(ConnectorTestCase):
     def test_connector_properties(self):
         props = connector.SpdkVhostConnector.get_connector_properties(
             None, conf=self.conf)
-        self.assertEqual(HOST_NQN, props[host_identity.HOST_NQN])
-        # An interrupt-mode target: its NVMe-oF initiator would refuse.
-        self.assertEqual(['local'], props[host_identity.TRANSPORTS])
-        self.assertEqual({'0': [0, 1], '1': [2, 3]},
-                         props[host_identity.NUMA_LAYOUT])
-        self.assertEqual(socket.gethostname(),
-                         props[host_identity.TARGET_ID])
+        # What Cinder reads, and nothing else.
+        self.assertEqual({host_identity.HOST_NQN: HOST_NQN,
+                          host_identity.TARGET_ID: socket.gethostname()},
+                         props)
 
 
 class RemoteTestCase(ConnectorTestCase):
@@ -416,15 +413,3 @@ class TestInterruptModeCompute(RemoteTestCase):
         self.assertIn('interrupt mode', str(err))
         self.assertEqual([], self.nvme_names())
         self.assertEqual([], self.controller_names())
-
-    def test_polling_target_offers_tcp_interrupt_mode_does_not(self):
-        polling = targets.remote_compute(self, name='polling', lvstore=False)
-        offered = {}
-        for name, target in (('interrupt', self.target),
-                             ('polling', polling)):
-            self.cfg.config(group=GROUP, spdk_rpc_socket=target.socket_path)
-            offered[name] = connector.SpdkVhostConnector. \
-                get_connector_properties(None, conf=self.conf)[
-                    host_identity.TRANSPORTS]
-        self.assertEqual({'interrupt': ['local'], 'polling': ['local', 'tcp']},
-                         offered)

@@ -12,21 +12,19 @@ from os_brick_connector import connector_errors as errors
 from os_brick_connector import exception as spdk_exc
 from os_brick_connector import host_identity
 from tests import base
-from tests.nova import fake_sysfs
-from tests.nova.unit import test_numa
 
 
-class FakeTarget(test_numa.FakeReactors):
+class CountingClient(object):
+    """An SPDK client recording each RPC asked of it."""
 
-    def __init__(self, reactors, methods):
-        super().__init__(reactors)
-        self.methods = methods
+    def __init__(self):
+        self.calls = []
 
-    def rpc_get_methods(self):
-        if self.methods is None:
-            raise spdk_exc.MethodNotFound('rpc_get_methods', None, -32601,
-                                          'Method not found')
-        return self.methods
+    def __getattr__(self, method):
+        def rpc(*args, **kwargs):
+            self.calls.append(method)
+            raise spdk_exc.TargetUnreachable(method, message='not here')
+        return rpc
 
 
 class TestHostIdentity(base.TestCase):
@@ -75,29 +73,24 @@ class TestHostIdentity(base.TestCase):
         self.assertRaises(errors.HostNqnMissing, host_identity.host_nqn,
                           self.conf, os.path.join(self.tmp, 'none'))
 
-    def test_transports(self):
-        plain = self.useFixture(fake_sysfs.FakeSysfs({}))
-        rdma = self.useFixture(fake_sysfs.FakeSysfs({}, ['mlx5_0']))
-        nvme = FakeTarget([], ['bdev_nvme_attach_controller'])
-        self.assertEqual(['local', 'tcp'],
-                         host_identity.transports(nvme, plain.root))
-        self.assertEqual(['local', 'tcp', 'rdma'],
-                         host_identity.transports(nvme, rdma.root))
-        self.assertEqual(['local'], host_identity.transports(
-            FakeTarget([], ['vhost_create_blk_controller']), rdma.root))
-        self.assertEqual(['local'], host_identity.transports(
-            FakeTarget([], None), rdma.root))
-        self.assertEqual(['local'], host_identity.transports(
-            nvme, rdma.root, interrupt_mode=True))
+    def test_malformed_machine_id_is_no_host_nqn(self):
+        machine_id = self.write('machine-id', 'not-a-uuid\n')
+        self.assertRaises(errors.HostNqnMissing, host_identity.host_nqn,
+                          self.conf, machine_id)
 
-    def test_connector_properties_of_a_two_node_host(self):
-        sysfs = self.useFixture(fake_sysfs.FakeSysfs({0: '0-3', 1: '4-7'}))
-        self.cfg.config(group='spdk_vhost', sysfs_root=sysfs.root,
-                        host_nqn='nqn.x:h', target_id='t1')
-        target = FakeTarget([(1, 0), (2, 0), (5, 1), (6, 1)],
-                            ['bdev_nvme_attach_controller'])
+    def test_connector_properties_are_what_cinder_reads(self):
+        self.cfg.config(group='spdk_vhost', host_nqn='nqn.x:h',
+                        target_id='t1')
+        client = CountingClient()
         self.assertEqual(
-            {'spdk_target_id': 't1', 'nqn': 'nqn.x:h',
-             'spdk_transports': ['local', 'tcp'],
-             'spdk_numa_layout': {'0': [1, 2], '1': [5, 6]}},
-            host_identity.connector_properties(self.conf, target))
+            {'spdk_target_id': 't1', 'nqn': 'nqn.x:h'},
+            host_identity.connector_properties(self.conf, client))
+        self.assertEqual([], client.calls)
+
+    def test_connector_properties_never_raise(self):
+        logger = self.useFixture(fixtures.FakeLogger())
+        # An unreadable NQN file: not an SPDK error, not "missing".
+        self.cfg.config(group='spdk_vhost', host_nqn_file=self.tmp)
+        self.assertEqual({}, host_identity.connector_properties(self.conf))
+        self.assertEqual(1, logger.output.count('cannot attach SPDK'))
+        self.assertIn('IsADirectoryError', logger.output)

@@ -1,5 +1,6 @@
 """LibvirtVhostUserDriver's hooks into Nova's libvirt driver."""
 
+import os
 from unittest import mock
 
 import fixtures
@@ -15,11 +16,15 @@ from nova_vhost_user import exception as vhost_exception
 from nova_vhost_user import libvirt_config
 from nova_vhost_user import reactors
 from nova_vhost_user import volume
+from os_brick_connector import config as brick_config
 from os_brick_connector import exception as spdk_exception
+from os_brick_connector import spdk_rpc
 from tests import base
 from tests.nova.unit import nova_fakes as fakes
 
 HUGEPAGE_TOPOLOGY = fakes.numa_topology([(0, [0, 1], 2048)])
+HOST_NQN = ('nqn.2014-08.org.nvmexpress:uuid:'
+            '1b4e28ba-2fa1-11d2-883f-b9a761bde3fb')
 
 
 class DriverTestCase(base.TestCase):
@@ -187,24 +192,51 @@ class TestVolumeConnector(DriverTestCase):
         self.useFixture(fixtures.MockPatchObject(
             libvirt_driver.LibvirtDriver, 'get_volume_connector',
             return_value={'host': 'cmp1', 'ip': '192.0.2.5'}))
-
-    def test_spdk_properties_added(self):
+        self.log = self.useFixture(fixtures.FakeLogger())
+        brick_config.register_connector_opts(volume.CONF)
+        self.tmp = self.useFixture(fixtures.TempDir()).path
+        self.conf.config(group='spdk_vhost', target_id='t1',
+                         host_nqn=HOST_NQN,
+                         spdk_rpc_socket=os.path.join(self.tmp, 'none.sock'),
+                         spdk_rpc_connect_retries=0)
+        # Every RPC the real connector would send is counted, and fails.
+        self.rpcs = []
         self.useFixture(fixtures.MockPatchObject(
-            brick, 'get_connector_properties',
-            return_value={'spdk_target_id': 't1', 'nqn': 'nqn.x'}))
+            spdk_rpc.SpdkClient, 'call', side_effect=self._rpc))
 
+    def _rpc(self, method, params=None):
+        self.rpcs.append(method)
+        raise spdk_exception.TargetUnreachable(method, message='no target')
+
+    def test_only_what_cinder_reads_and_no_rpc(self):
+        # Cinder's driver reads spdk_target_id and nqn; neither needs the
+        # target, so a target that is down changes nothing.
         self.assertEqual({'host': 'cmp1', 'ip': '192.0.2.5',
-                          'spdk_target_id': 't1', 'nqn': 'nqn.x'},
+                          'spdk_target_id': 't1', 'nqn': HOST_NQN},
                          self.driver.get_volume_connector(None))
+        self.assertEqual([], self.rpcs)
+        self.assertEqual('', self.log.output)
 
-    def test_spdk_down_keeps_other_volume_types_working(self):
+    def test_identity_read_error_keeps_other_volume_types_working(self):
+        # Not an SPDK error: the host NQN file cannot be read.
+        self.conf.config(group='spdk_vhost', host_nqn=None,
+                         host_nqn_file=self.tmp)
+
+        props = self.driver.get_volume_connector(None)
+
+        self.assertEqual({'host': 'cmp1', 'ip': '192.0.2.5'}, props)
+        self.assertEqual(1, self.log.output.count('cannot attach SPDK'))
+        self.assertIn('IsADirectoryError', self.log.output)
+
+    def test_any_connector_failure_is_logged_not_raised(self):
         self.useFixture(fixtures.MockPatchObject(
             brick, 'get_connector_properties',
-            side_effect=spdk_exception.TargetUnreachable(
-                'spdk_get_version', message='connection refused')))
+            side_effect=ValueError('bad machine id')))
 
         self.assertEqual({'host': 'cmp1', 'ip': '192.0.2.5'},
                          self.driver.get_volume_connector(None))
+        self.assertEqual(1, self.log.output.count('cannot attach SPDK'))
+        self.assertIn('ValueError: bad machine id', self.log.output)
 
 
 class TestExtend(DriverTestCase):
