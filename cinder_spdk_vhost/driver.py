@@ -556,7 +556,8 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
           volume's NVMe-oF subsystem admits (required unless local).
         """
         validation.check_connector(connector,
-                                   need_nqn=not self._is_local(connector))
+                                   need_nqn=not self._is_local(connector),
+                                   need_target_id=True)
         access = 'ro' if self._read_only(volume) else 'rw'
         with locks.locked(locks.vlock(volume.id)), \
                 errors.translated('attach volume %s' % volume.id), \

@@ -98,16 +98,30 @@ def _bad_connector(what):
     return exception.InvalidConnectorException(missing=what)
 
 
-def check_connector(connector, need_nqn):
+# Nova's SPDK driver always reports spdk_target_id, unless it could not
+# read the host's identity (then it reports no SPDK key and logs why).
+NO_SPDK_IDENTITY = (
+    'spdk_target_id: the compute host reported no SPDK identity, so it '
+    'cannot attach SPDK volumes. Its nova-compute must run compute_driver '
+    '= nova_vhost_user.driver.LibvirtVhostUserDriver; if it does, its log '
+    'says why the identity could not be read')
+
+
+def check_connector(connector, need_nqn, need_target_id=False):
     """Refuse connector properties the driver cannot act on safely.
 
     ``connector`` is os-brick's dict; ``nqn`` must be a real NQN when the
-    volume is exported over NVMe-oF (it is the only host admitted).
+    volume is exported over NVMe-oF (it is the only host admitted), and
+    an attachment needs ``spdk_target_id`` (``need_target_id``): its
+    absence is a host that cannot attach SPDK volumes at all, even if
+    os-brick reported an ``nqn`` of its own.
     """
     if not isinstance(connector, dict):
         raise _bad_connector('a dict of connector properties (got %s)'
                              % type(connector).__name__)
     target_id = connector.get('spdk_target_id')
+    if target_id is None and need_target_id:
+        raise _bad_connector(NO_SPDK_IDENTITY)
     if target_id is not None and not isinstance(target_id, str):
         raise _bad_connector('a string spdk_target_id (got %r)'
                              % (target_id,))

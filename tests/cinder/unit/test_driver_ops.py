@@ -279,11 +279,28 @@ class ConnectionTest(dbase.DriverTestCase):
 
     def test_remote_connector_needs_nqn(self):
         volume = self.volume()
-        self.assertRaises(exception.InvalidConnectorException,
-                          self.driver.initialize_connection, volume,
-                          {'host': 'compute1'})
-        self.driver.terminate_connection(volume, {'host': 'compute1'})
+        connector = {'host': 'compute1', 'spdk_target_id': 'compute1'}
+        err = self.assertRaises(exception.InvalidConnectorException,
+                                self.driver.initialize_connection, volume,
+                                connector)
+        self.assertIn('information: nqn', str(err))
+        self.driver.terminate_connection(volume, connector)
         self.assertEqual({}, self.fake.subsystems)
+
+    def test_connector_without_spdk_identity_refused(self):
+        # What a compute host sends when Nova's SPDK driver could not
+        # read its identity: os-brick's own keys (an nqn among them).
+        volume = self.volume()
+        connector = {'host': 'compute1', 'nqn': dbase.HOST_NQN}
+        err = self.assertRaises(exception.InvalidConnectorException,
+                                self.driver.initialize_connection, volume,
+                                connector)
+        self.assertIn('reported no SPDK identity', str(err))
+        self.assertIn('nova_vhost_user.driver.LibvirtVhostUserDriver',
+                      str(err))
+        self.assertEqual({}, self.fake.subsystems)
+        # Detaching an old attachment of such a connector still works.
+        self.driver.terminate_connection(volume, connector)
 
     def test_export_hooks_change_nothing(self):
         volume = self.volume()
