@@ -40,9 +40,21 @@ nova_opts = [
     cfg.BoolOpt('nova_check_reactor_overlap',
                 default=True,
                 help='At start, ask the SPDK target for its reactor cores '
-                     'and warn when [compute] cpu_dedicated_set or '
-                     'cpu_shared_set contains any: guests and SPDK\'s '
-                     'busy-polling reactors must not share cores.'),
+                     'and warn when guests may run on any: guests and '
+                     'SPDK\'s busy-polling reactors must not share cores. '
+                     'Guest CPUs are those Nova uses: [compute] '
+                     'cpu_shared_set and cpu_dedicated_set, the deprecated '
+                     '[DEFAULT] vcpu_pin_set, or, when none is set, every '
+                     'online host CPU. Reactors in interrupt mode (asleep '
+                     'when idle) may share cores with floating guests, '
+                     'not with pinned ones.'),
+    cfg.BoolOpt('nova_refuse_reactor_overlap',
+                default=False,
+                help='Make the nova_check_reactor_overlap finding fatal: '
+                     'nova-compute refuses to start, naming the Nova '
+                     'option and the CPUs, instead of warning. An SPDK '
+                     'target that does not answer at start is still only '
+                     'a warning.'),
 ]
 
 

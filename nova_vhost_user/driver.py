@@ -46,9 +46,12 @@ class LibvirtVhostUserDriver(libvirt_driver.LibvirtDriver):
     def init_host(self, host):
         super().init_host(host)
         self._check_spdk_options()
-        if CONF.spdk_vhost.nova_check_reactor_overlap:
-            with spdk_rpc.SpdkClient.from_conf(CONF.spdk_vhost) as client:
-                reactors.check_overlap(client)
+        conf = CONF.spdk_vhost
+        if conf.nova_check_reactor_overlap:
+            with spdk_rpc.SpdkClient.from_conf(conf) as client:
+                reactors.check_overlap(
+                    client, self._host.get_online_cpus(),
+                    refuse=conf.nova_refuse_reactor_overlap)
 
     @staticmethod
     def _check_spdk_options():

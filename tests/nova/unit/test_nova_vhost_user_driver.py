@@ -271,6 +271,13 @@ class FakeSpdk(object):
         self.lcores = lcores or []
         self.error = error
         self.interrupt_mode = interrupt_mode
+        self.closed = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.closed = True
 
     def framework_get_reactors(self):
         if self.error:
@@ -280,44 +287,163 @@ class FakeSpdk(object):
                              for c in self.lcores]}
 
 
+ONLINE = set(range(8))
+
+
 class TestReactorOverlap(base.TestCase):
+    """Every CPU configuration Nova 34 allows, against the reactors."""
 
     def setUp(self):
         super().setUp()
         self.conf = self.useFixture(config_fixture.Config(volume.CONF))
         self.log = self.useFixture(fixtures.FakeLogger())
 
+    def check(self, lcores, online=ONLINE, **kwargs):
+        return reactors.check_overlap(FakeSpdk(lcores, **kwargs), online)
+
     def test_overlaps_warned_per_option(self):
         self.conf.config(group='compute', cpu_dedicated_set='2-5',
                          cpu_shared_set='0-1')
 
-        overlaps = reactors.check_overlap(FakeSpdk([1, 2, 3]))
+        overlaps = self.check([1, 2, 3])
 
-        self.assertEqual({'cpu_dedicated_set': {2, 3},
-                          'cpu_shared_set': {1}}, overlaps)
-        self.assertIn('cpu_dedicated_set contains CPUs 2-3', self.log.output)
-        self.assertIn('cpu_shared_set contains CPUs 1', self.log.output)
+        self.assertEqual({reactors.DEDICATED_SET: {2, 3},
+                          reactors.SHARED_SET: {1}}, overlaps)
+        self.assertIn('[compute] cpu_dedicated_set contains CPUs 2-3',
+                      self.log.output)
+        self.assertIn('[compute] cpu_shared_set contains CPUs 1',
+                      self.log.output)
+        self.assertEqual(1, self.log.output.count('slow down SPDK'))
 
     def test_interrupt_mode_reactors_may_share_floating_cores(self):
         self.conf.config(group='compute', cpu_dedicated_set='2-5',
                          cpu_shared_set='0-1')
 
-        overlaps = reactors.check_overlap(
-            FakeSpdk([1, 2], interrupt_mode=True))
+        overlaps = self.check([1, 2], interrupt_mode=True)
 
-        self.assertEqual({'cpu_dedicated_set': {2}}, overlaps)
+        self.assertEqual({reactors.DEDICATED_SET: {2}}, overlaps)
         self.assertNotIn('cpu_shared_set contains', self.log.output)
+        self.assertIn('pinned guest vCPU expects its core', self.log.output)
 
     def test_disjoint_sets_quiet(self):
         self.conf.config(group='compute', cpu_dedicated_set='2-5')
 
-        self.assertEqual({}, reactors.check_overlap(FakeSpdk([0, 1])))
-        self.assertNotIn('reactors', self.log.output)
+        self.assertEqual({}, self.check([0, 1]))
+        self.assertEqual('', self.log.output)
 
-    def test_unreachable_target_is_a_warning(self):
+    def test_nova_default_lets_guests_onto_every_cpu(self):
+        # Neither set: guests float (and may be pinned) over every online
+        # CPU, the reactors' included.
+        overlaps = self.check([0, 1])
+
+        self.assertEqual({reactors.UNSET: {0, 1}}, overlaps)
+        self.assertIn('Neither [compute] cpu_shared_set nor [compute] '
+                      'cpu_dedicated_set nor [DEFAULT] vcpu_pin_set is set',
+                      self.log.output)
+        self.assertIn('e.g. cpu_shared_set = 2-7', self.log.output)
+
+    def test_nova_default_online_cpus_only(self):
+        # Offline CPUs are no guest's; libvirt's online set is.
+        self.assertEqual({}, self.check([3], online={0, 1, 2}))
+
+    def test_nova_default_in_interrupt_mode_still_warned(self):
+        # Nova's fallback may pin a vCPU on any of these CPUs.
+        overlaps = self.check([0], interrupt_mode=True)
+
+        self.assertEqual({reactors.UNSET: {0}}, overlaps)
+
+    def test_single_cpu_host_says_nothing_is_left(self):
+        self.check([0], online={0})
+
+        self.assertIn('no CPU left for guests', self.log.output)
+        self.assertNotIn('e.g. cpu_shared_set =', self.log.output)
+
+    def test_vcpu_pin_set_is_checked(self):
+        # The deprecated option places floating and pinned vCPUs alike,
+        # so even sleeping reactors must stay out of it.
+        self.conf.config(vcpu_pin_set='1-3')
+
+        self.assertEqual({reactors.VCPU_PIN_SET: {1}},
+                         self.check([0, 1], interrupt_mode=True))
+        self.assertIn('[DEFAULT] vcpu_pin_set contains CPUs 1',
+                      self.log.output)
+
+    def test_vcpu_pin_set_with_shared_set(self):
+        self.conf.config(vcpu_pin_set='2-7')
+        self.conf.config(group='compute', cpu_shared_set='0-1')
+
+        self.assertEqual({reactors.VCPU_PIN_SET: {2},
+                          reactors.SHARED_SET: {0}}, self.check([0, 2]))
+
+    def test_dedicated_set_only_leaves_other_cpus_unused(self):
+        # No floating guest at all: the reactors may have CPUs 0-1.
+        self.conf.config(group='compute', cpu_dedicated_set='2-7')
+
+        self.assertEqual({}, self.check([0, 1]))
+
+    def test_refuse_names_option_and_cpus(self):
+        self.conf.config(group='compute', cpu_shared_set='0-3')
+
+        err = self.assertRaises(
+            exception.InvalidConfiguration, reactors.check_overlap,
+            FakeSpdk([2, 3]), ONLINE, refuse=True)
+
+        self.assertIn('[compute] cpu_shared_set contains CPUs 2-3', str(err))
+        self.assertIn('nova_refuse_reactor_overlap', str(err))
+
+    def test_refuse_nova_default(self):
+        err = self.assertRaises(
+            exception.InvalidConfiguration, reactors.check_overlap,
+            FakeSpdk([0]), {0}, refuse=True)
+
+        self.assertIn('no CPU left for guests', str(err))
+
+    def test_unreachable_target_is_a_warning_even_when_refusing(self):
         self.conf.config(group='compute', cpu_shared_set='0-1')
         error = spdk_exception.TargetUnreachable(
             'framework_get_reactors', message='no socket')
 
-        self.assertEqual({}, reactors.check_overlap(FakeSpdk(error=error)))
+        self.assertEqual({}, reactors.check_overlap(
+            FakeSpdk(error=error), ONLINE, refuse=True))
         self.assertIn('Could not check', self.log.output)
+
+
+class TestInitHost(DriverTestCase):
+    """init_host runs the check on libvirt's online CPUs, as configured."""
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(fixtures.MockPatchObject(
+            libvirt_driver.LibvirtDriver, 'init_host'))
+        # The [spdk_vhost] checks are another test's business.
+        self.useFixture(fixtures.MockPatchObject(
+            driver.LibvirtVhostUserDriver, '_check_spdk_options'))
+        self.driver._host = mock.Mock(spec=['get_online_cpus'])
+        self.driver._host.get_online_cpus.return_value = {0, 1, 2, 3}
+        self.target = FakeSpdk([0])
+        self.useFixture(fixtures.MockPatchObject(
+            spdk_rpc.SpdkClient, 'from_conf', return_value=self.target))
+        self.log = self.useFixture(fixtures.FakeLogger())
+
+    def test_default_warns_and_starts(self):
+        self.driver.init_host('cmp1')
+
+        self.assertIn('e.g. cpu_shared_set = 1-3', self.log.output)
+        self.assertTrue(self.target.closed)
+
+    def test_refusing_stops_nova_compute(self):
+        self.conf.config(group='spdk_vhost',
+                         nova_refuse_reactor_overlap=True)
+
+        err = self.assertRaises(exception.InvalidConfiguration,
+                                self.driver.init_host, 'cmp1')
+        self.assertIn('reactor cores 0 included', str(err))
+
+    def test_check_off(self):
+        self.conf.config(group='spdk_vhost',
+                         nova_check_reactor_overlap=False,
+                         nova_refuse_reactor_overlap=True)
+
+        self.driver.init_host('cmp1')
+
+        self.driver._host.get_online_cpus.assert_not_called()
