@@ -102,14 +102,21 @@ def file_lock(path):
     """An exclusive flock on ``path``.lock, across processes.
 
     ``flock(1)`` on the same file is what the service unit's ExecStop
-    takes, so its save cannot interleave with a driver's either.
+    takes, so its save cannot interleave with a driver's either. Opened
+    read-only (all flock needs): the lock file belongs to whichever
+    service made it first, nova-compute or cinder-volume, and the other
+    may only read it.
     """
-    with open(path + '.lock', 'a') as lock:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+    fd = os.open(path + '.lock', os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC,
+                 0o660)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 class ConfigSaver(object):

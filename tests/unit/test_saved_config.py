@@ -1,8 +1,11 @@
-"""The saved config: replay order, atomic replacement, no-op when off."""
+"""The saved config: replay order, atomic replacement, no-op when off,
+and a lock every service can take."""
 
 import json
 import os
 import stat
+import subprocess
+import sys
 
 import fixtures
 
@@ -98,3 +101,50 @@ class TestSavedConfig(base.TestCase):
                                          None)
         self.assertIsNone(saver.save())
         self.assertEqual([], os.listdir(self.dir))
+
+
+def as_nobody(test, code, *args):
+    """Run Python ``code`` as user nobody (needs root to switch user).
+
+    How a service other than the one that made a file sees it.
+    """
+    if os.getuid() != 0:
+        test.skipTest('needs root to run a check as another user')
+    # Let nobody reach the test's temp dirs (made 0700), as a service's
+    # user reaches /var/lib/spdk.
+    path = args[0]
+    while path != os.path.dirname(path):
+        path = os.path.dirname(path)
+        mode = os.stat(path).st_mode
+        if not mode & stat.S_IXOTH:
+            os.chmod(path, stat.S_IMODE(mode) | stat.S_IXOTH)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    return subprocess.run(
+        ['setpriv', '--reuid=nobody', '--regid=nogroup', '--clear-groups',
+         sys.executable, '-c', code] + list(args),
+        capture_output=True, text=True, timeout=60, cwd=root,
+        env=dict(os.environ, PYTHONPATH=root))
+
+
+class TestLockFile(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.dir = self.useFixture(fixtures.TempDir()).path
+        self.path = os.path.join(self.dir, 'spdk_tgt.json')
+
+    def test_lock_made_by_another_service(self):
+        # nova-compute made the lock (mode 0644 under its umask 022);
+        # cinder-volume, another user, must still take it.
+        os.chmod(self.dir, 0o755)
+        with open(self.path + '.lock', 'w'):
+            pass
+        os.chmod(self.path + '.lock', 0o644)
+        result = as_nobody(
+            self, 'import sys\n'
+            'from os_brick_connector import saved_config\n'
+            'with saved_config.file_lock(sys.argv[1]):\n'
+            '    print("locked")\n', self.path)
+        self.assertEqual('', result.stderr)
+        self.assertEqual('locked\n', result.stdout)
