@@ -14,6 +14,7 @@ import re
 
 from cinder import exception
 
+from os_brick_connector import saved_config
 from os_brick_connector import validation as brick_validation
 
 # SPDK lvol and lvol store names: at most 63 bytes (SPDK_LVOL_NAME_MAX
@@ -75,6 +76,10 @@ def check_config(conf):
                                  '..' in path.split(os.sep)):
             raise _bad_option(option, path, 'must be an absolute path '
                               'without ".." parts')
+    problem = saved_config.path_problem(conf.spdk_saved_config)
+    if problem:
+        raise _bad_option('spdk_saved_config', conf.spdk_saved_config,
+                          problem)
 
 
 def check_size(size_gb, what='size'):

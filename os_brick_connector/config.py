@@ -10,6 +10,9 @@ network.
 
 from oslo_config import cfg
 
+#: Where the SPDK service units keep the config the target starts with.
+SAVED_CONFIG = '/var/lib/spdk/spdk_tgt.json'
+
 rpc_opts = [
     cfg.StrOpt('spdk_rpc_socket',
                default='/var/tmp/spdk.sock',
@@ -40,14 +43,18 @@ rpc_opts = [
                  min=0.0,
                  help='Seconds to wait between two connection attempts.'),
     cfg.StrOpt('spdk_saved_config',
+               default=SAVED_CONFIG,
                help='File the SPDK target loads at start (spdk_tgt '
-                    '--json). After each change it makes on the target '
-                    '(vhost controller, NVMe-oF export or attachment, QoS '
-                    'limit), the driver saves the target\'s live config '
-                    'there, so a restarted or crashed target comes back '
-                    'with it. Its directory must be writable by this '
-                    'service. Unset: nothing is saved and a target '
-                    'restart loses those objects.'),
+                    '--json); the default is the one the project\'s '
+                    'systemd units start it with. After each change it '
+                    'makes on the target (vhost controller, NVMe-oF '
+                    'export or attachment, QoS limit), the driver saves '
+                    'the target\'s live config there, so a restarted or '
+                    'crashed target comes back with it. Its directory '
+                    'must exist and be writable by this service, which '
+                    'refuses to start otherwise. Set it to nothing '
+                    '(spdk_saved_config =) to save nothing: a target '
+                    'restart then loses those objects.'),
 ]
 
 # The os-brick connector's options, in Nova's ``[spdk_vhost]`` group (next

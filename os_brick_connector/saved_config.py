@@ -18,6 +18,7 @@ import contextlib
 import fcntl
 import json
 import os
+import pwd
 import tempfile
 
 from oslo_log import log
@@ -117,6 +118,49 @@ def file_lock(path):
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def _user():
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return 'uid %d' % os.getuid()
+
+
+# How to fix any problem path_problem finds.
+_FIX = ('set it to the file the SPDK target is started with (--json), or '
+        'to nothing to turn saving off (a target restart then loses every '
+        'vhost controller and NVMe-oF export)')
+
+
+def path_problem(path):
+    """Why the config could not be saved to ``path``, or None.
+
+    Checked when a service starts, so that a missing or unwritable
+    directory is reported then, naming the option, and not as a failed
+    attachment later. An empty ``path`` (saving turned off) is fine.
+    """
+    why = _path_problem(path) if path else None
+    return '%s; %s' % (why, _FIX) if why else None
+
+
+def _path_problem(path):
+    if not os.path.isabs(path):
+        return 'is not an absolute path'
+    directory = os.path.dirname(path)
+    if not os.path.isdir(directory):
+        return ('its directory %s does not exist: the SPDK service unit '
+                'and etc/tmpfiles.d/spdk-vhost.conf make it' % directory)
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return ('its directory %s is not writable by %s, who must '
+                'replace the file in it (make the user a member of the '
+                'directory\'s group)' % (directory, _user()))
+    if os.path.lexists(path) and not os.path.isfile(path):
+        return 'is not a regular file'
+    lock = path + '.lock'
+    if os.path.lexists(lock) and not os.access(lock, os.R_OK):
+        return 'its lock file %s is not readable by %s' % (lock, _user())
+    return None
 
 
 class ConfigSaver(object):

@@ -23,6 +23,7 @@ from oslo_log import log
 
 from os_brick_connector import connector_errors as errors
 from os_brick_connector import nvme_auth
+from os_brick_connector import saved_config
 
 LOG = log.getLogger(__name__)
 
@@ -200,6 +201,10 @@ def check_conf(conf):
     if conf.spdk_rpc_address is None:
         _check_abs_path('spdk_rpc_socket', conf.spdk_rpc_socket)
     _check_abs_path('sysfs_root', conf.sysfs_root)
+    problem = saved_config.path_problem(conf.spdk_saved_config)
+    if problem:
+        raise _conf_error('spdk_saved_config', conf.spdk_saved_config,
+                          problem)
     _check_nvme_timeouts(conf.nvme_ctrlr_loss_timeout_sec,
                          conf.nvme_reconnect_delay_sec,
                          conf.nvme_fast_io_fail_timeout_sec)

@@ -17,11 +17,16 @@ BACKEND = 'spdk'
 
 
 def make_driver(host, **options):
-    """A set-up driver whose backend section holds ``options``."""
+    """A set-up driver whose backend section holds ``options``.
+
+    Its target is a throwaway one: nothing is saved unless
+    ``spdk_saved_config`` names a file.
+    """
     conf = configuration.Configuration(cinder_driver.volume_opts,
                                        config_group=BACKEND)
     drv = spdk_driver.SpdkVhostDriver(configuration=conf, host=host)
     options.setdefault('volume_backend_name', BACKEND)
+    options.setdefault('spdk_saved_config', '')
     for name, value in options.items():
         cfg.CONF.set_override(name, value, group=BACKEND)
     drv.do_setup(None)

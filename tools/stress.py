@@ -66,7 +66,8 @@ def _connector(socket_path):
     conf([], project='spdk-vhost-stress')
     for name, value in (('spdk_rpc_socket', socket_path),
                         ('numa_policy', 'none'), ('host_nqn', HOST_NQN),
-                        ('disconnect_retry_interval', 0.1)):
+                        ('disconnect_retry_interval', 0.1),
+                        ('spdk_saved_config', '')):
         conf.set_override(name, value, group='spdk_vhost')
     privileged.socket_access.set_client_mode(False)
     return connector.SpdkVhostConnector(None, conf=conf.spdk_vhost)

@@ -1,0 +1,9 @@
+# Every SPDK target of these tests is the test's own: the drivers save
+# nothing unless a test names its file. The option's real default, the
+# file of the host's SPDK service (/var/lib/spdk), is no test's business;
+# tests/unit checks it.
+from oslo_config import cfg
+
+from os_brick_connector import config
+
+cfg.set_defaults(config.rpc_opts, spdk_saved_config='')

@@ -234,6 +234,16 @@ class SystemdUnitTest(base.TestCase):
         self.assertEqual(socket, cinder['spdk']['spdk_rpc_socket'])
         self.assertEqual(socket, nova['spdk_vhost']['spdk_rpc_socket'])
 
+    def test_saved_config_is_the_drivers_default(self):
+        # On by default, in the file the units start the target with.
+        from os_brick_connector import config
+        for name in UNITS:
+            self.assertEqual(config.SAVED_CONFIG,
+                             self.argument('--json', name), name)
+        [opt] = [o for o in config.rpc_opts
+                 if o.name == 'spdk_saved_config']
+        self.assertEqual(config.SAVED_CONFIG, opt.default)
+
     def test_vhost_dir_is_made_by_tmpfiles_and_allowed_by_apparmor(self):
         with open(os.path.join(ETC, 'tmpfiles.d', 'spdk-vhost.conf')) as f:
             lines = [line.split() for line in f

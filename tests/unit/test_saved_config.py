@@ -1,5 +1,5 @@
 """The saved config: replay order, atomic replacement, no-op when off,
-and a lock every service can take."""
+a lock every service can take, and the checks of its path at start."""
 
 import json
 import os
@@ -8,7 +8,9 @@ import subprocess
 import sys
 
 import fixtures
+from oslo_config import cfg
 
+from os_brick_connector import config
 from os_brick_connector import exception as spdk_exc
 from os_brick_connector import saved_config
 from tests import base
@@ -148,3 +150,56 @@ class TestLockFile(base.TestCase):
             '    print("locked")\n', self.path)
         self.assertEqual('', result.stderr)
         self.assertEqual('locked\n', result.stdout)
+
+
+class TestSavedConfigPath(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.dir = self.useFixture(fixtures.TempDir()).path
+        self.path = os.path.join(self.dir, 'spdk_tgt.json')
+
+    def test_on_by_default_and_off_when_empty(self):
+        conf = cfg.ConfigOpts()
+        conf.register_opts(config.rpc_opts)
+        conf([])
+        self.assertEqual('/var/lib/spdk/spdk_tgt.json',
+                         conf.spdk_saved_config)
+        ini = os.path.join(self.dir, 'off.conf')
+        with open(ini, 'w') as out:
+            out.write('[DEFAULT]\nspdk_saved_config =\n')
+        conf(['--config-file', ini])
+        saver = saved_config.ConfigSaver.from_conf(
+            FakeClient(error=AssertionError()), conf)
+        self.assertFalse(saver.enabled)
+        self.assertIsNone(saved_config.path_problem(conf.spdk_saved_config))
+
+    def test_usable_path(self):
+        self.assertIsNone(saved_config.path_problem(self.path))
+
+    def test_missing_directory_says_how_to_fix(self):
+        path = os.path.join(self.dir, 'spdk', 'spdk_tgt.json')
+        problem = saved_config.path_problem(path)
+        self.assertIn('directory %s does not exist' % os.path.dirname(path),
+                      problem)
+        self.assertIn('--json', problem)
+        self.assertIn('to nothing to turn saving off', problem)
+
+    def test_relative_path(self):
+        self.assertIn('not an absolute path',
+                      saved_config.path_problem('spdk_tgt.json'))
+
+    def test_directory_in_the_way(self):
+        os.mkdir(self.path)
+        self.assertIn('not a regular file',
+                      saved_config.path_problem(self.path))
+
+    def test_unwritable_directory(self):
+        os.chmod(self.dir, 0o755)
+        result = as_nobody(
+            self, 'import sys\n'
+            'from os_brick_connector import saved_config\n'
+            'print(saved_config.path_problem(sys.argv[1]))\n', self.path)
+        self.assertEqual('', result.stderr)
+        self.assertIn('directory %s is not writable by nobody' % self.dir,
+                      result.stdout)

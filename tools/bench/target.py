@@ -86,7 +86,8 @@ class BenchTarget(fixtures.Fixture):
         conf([], project='spdk-vhost-bench')
         for name, value in (('spdk_rpc_socket', self.counter.path),
                             ('numa_policy', 'none'),
-                            ('disconnect_retry_interval', 0.2)):
+                            ('disconnect_retry_interval', 0.2),
+                            ('spdk_saved_config', '')):
             conf.set_override(name, value, group='spdk_vhost')
         # The bench runs as root: the socket chmod runs in this process
         # rather than through a privsep daemon.

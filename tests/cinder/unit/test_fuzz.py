@@ -129,7 +129,8 @@ class ConfigTest(base.CinderTestCase):
                 ('spdk_target_id', 'a b'),
                 ('spdk_rpc_socket', 'spdk.sock'),
                 ('spdk_rpc_socket', '/var/../tmp/spdk.sock'),
-                ('spdk_image_staging_dir', 'relative/dir')):
+                ('spdk_image_staging_dir', 'relative/dir'),
+                ('spdk_saved_config', '/no/such/dir/spdk_tgt.json')):
             with self.subTest(option=option, value=value):
                 self.check(option, value)
                 base.CONF.clear_override(option, group=base.BACKEND)

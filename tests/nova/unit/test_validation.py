@@ -46,6 +46,7 @@ class TestInitHost(base.TestCase):
         self.check('host_nqn', 'my-host')
         self.check('spdk_rpc_socket', 'relative.sock')
         self.check('sysfs_root', '/sys/../etc')
+        self.check('spdk_saved_config', '/no/such/dir/spdk_tgt.json')
 
     def test_fast_io_fail_within_loss_timeout(self):
         self.conf.config(group='spdk_vhost', nvme_ctrlr_loss_timeout_sec=5,
