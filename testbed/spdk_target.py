@@ -14,6 +14,7 @@ allow it run in interrupt mode, idle at under 1%: see
 ``../shared/spdk/README.md`` for the figures.
 """
 
+import grp
 import os
 import signal
 import subprocess
@@ -27,6 +28,10 @@ from testbed import spdk_build
 
 #: Hugepage memory each target reserves at start (``-s``), in MiB.
 MEM_MB = 256
+#: The umask the service units start the target with (``UMask=``): with
+#: the setgid socket directory, every vhost socket is born in that
+#: directory's group with group read-write, after a restart too.
+SERVICE_UMASK = 0o007
 VHOST_APPS = ('spdk_tgt', 'vhost')
 
 
@@ -40,11 +45,17 @@ class SpdkTarget(fixtures.Fixture):
     ``lcores`` (DPDK's ``--lcores`` map, e.g. ``'0@0,1@1,2@0,3@1'``) gives
     a target more reactors than the machine has cores, each a thread on a
     real CPU: tests of reactor placement use it with a fake sysfs.
+
+    ``socket_group`` makes the vhost socket directory as
+    etc/tmpfiles.d does (mode 2770, that group; its parents stay
+    private) and ``umask`` is the process's (``SERVICE_UMASK`` is the
+    units'); without them the target runs as a shell would start it.
     """
 
     def __init__(self, app='spdk_tgt', core_mask='0x1', lcores=None,
                  interrupt_mode=False, json_config=None, mem_mb=MEM_MB,
-                 start_timeout=30, name='spdk'):
+                 start_timeout=30, name='spdk', socket_group=None,
+                 umask=None):
         super().__init__()
         if app not in spdk_build.APPS:
             raise ValueError('not an SPDK application: %r' % app)
@@ -57,6 +68,8 @@ class SpdkTarget(fixtures.Fixture):
         self.mem_mb = mem_mb
         self.start_timeout = start_timeout
         self.name = name
+        self.socket_group = socket_group
+        self.umask = umask
         self.process = None
 
     def _setUp(self):
@@ -64,6 +77,10 @@ class SpdkTarget(fixtures.Fixture):
         self.socket_path = os.path.join(self.workdir, 'spdk.sock')
         self.vhost_dir = os.path.join(self.workdir, 'vhost')
         os.mkdir(self.vhost_dir)
+        if self.socket_group is not None:
+            os.chown(self.vhost_dir, -1,
+                     grp.getgrnam(self.socket_group).gr_gid)
+            os.chmod(self.vhost_dir, 0o2770)
         self.log_path = os.path.join(self.workdir, '%s.log' % self.name)
         self.addCleanup(self._stop)
         self.start()
@@ -95,7 +112,8 @@ class SpdkTarget(fixtures.Fixture):
             log.flush()
             self.process = subprocess.Popen(
                 self.command(), stdout=log, stderr=subprocess.STDOUT,
-                env=spdk_build.app_env(), start_new_session=True)
+                env=spdk_build.app_env(), start_new_session=True,
+                umask=-1 if self.umask is None else self.umask)
         self._wait_ready()
 
     def stop(self):

@@ -10,6 +10,7 @@ import configparser
 import grp
 import json
 import os
+import stat
 import subprocess
 import sys
 
@@ -253,6 +254,22 @@ class DevstackPluginTest(PluginTestBase):
                       '%s.new && mv %s.new %s' % (config, config, config),
                       unit['Service']['ExecStop'])
         self.assertCalled('systemctl daemon-reload')
+
+    def test_vhost_sockets_are_born_for_qemu(self):
+        # As etc/systemd's units: a setgid socket directory and a umask
+        # leaving the group read-write, so that the sockets a restarted
+        # target makes again let QEMU (in SPDK_GROUP) reconnect.
+        self.prebuilt_spdk()
+        self.run_plugin('post-config')
+        dropin = os.path.join(self.env['SYSTEMD_DIR'],
+                              'devstack@spdk-tgt.service.d',
+                              'spdk-vhost.conf')
+        unit = configparser.ConfigParser(strict=False, interpolation=None)
+        unit.read(dropin)
+        self.assertEqual('0007', unit['Service']['UMask'])
+        sock_dir = os.stat(os.path.join(self.env['DATA_DIR'], 'spdk',
+                                        'vhost'))
+        self.assertEqual(0o2770, stat.S_IMODE(sock_dir.st_mode))
 
     def test_saved_config_is_not_overwritten(self):
         self.prebuilt_spdk()

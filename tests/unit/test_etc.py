@@ -207,7 +207,7 @@ class SystemdUnitTest(base.TestCase):
                 if k in ('ExecStartPost', 'ExecStop', 'Restart',
                          'RestartSec', 'TimeoutStartSec', 'LimitMEMLOCK',
                          'LimitNOFILE', 'Requires', 'Environment',
-                         'WantedBy')]
+                         'WantedBy', 'UMask')]
             self.assertEqual(self.argument('-r'), self.argument('-r', name))
             self.assertEqual(self.argument('--json'),
                              self.argument('--json', name))
@@ -244,10 +244,29 @@ class SystemdUnitTest(base.TestCase):
                  if o.name == 'spdk_saved_config']
         self.assertEqual(config.SAVED_CONFIG, opt.default)
 
-    def test_vhost_dir_is_made_by_tmpfiles_and_allowed_by_apparmor(self):
+    def test_sockets_are_born_for_qemu_after_any_restart(self):
+        # The target (re)makes every vhost socket itself: its umask and
+        # the setgid directory's group are all the access QEMU gets back.
+        from testbed import spdk_target
+        lines = self.tmpfiles()
+        for name in UNITS:
+            self.assertEqual('%04o' % spdk_target.SERVICE_UMASK,
+                             self.unit_section(name)['UMask'], name)
+            state = os.path.dirname(self.argument('--json', name))
+            self.assertIn(['d', state, '2770', 'root', 'spdk', '-'], lines)
+            pre = [v for _, k, v in _unit_lines(self.unit_path(name))
+                   if k == 'ExecStartPre']
+            self.assertIn('/usr/bin/install -d -m 2770 -g spdk %s' % state,
+                          pre, name)
+
+    @staticmethod
+    def tmpfiles():
         with open(os.path.join(ETC, 'tmpfiles.d', 'spdk-vhost.conf')) as f:
-            lines = [line.split() for line in f
-                     if line.strip() and not line.startswith('#')]
+            return [line.split() for line in f
+                    if line.strip() and not line.startswith('#')]
+
+    def test_vhost_dir_is_made_by_tmpfiles_and_allowed_by_apparmor(self):
+        lines = self.tmpfiles()
         with open(os.path.join(ETC, 'apparmor.d', 'local', 'abstractions',
                                'libvirt-qemu')) as f:
             apparmor = f.read()
