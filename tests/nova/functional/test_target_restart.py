@@ -8,10 +8,20 @@ target is an idle ``nvmf_tgt``. The guest's vhost-user disk reconnects
 (QEMU ``reconnect``) and its verified-pattern writer goes on with no I/O
 error, and a write acknowledged before the crash is still there after.
 Base bdevs are aio files: malloc data would not survive.
+
+QEMU runs as libvirt runs it, as ``libvirt-qemu`` with that user's
+groups, not as root; and the compute target as the service unit starts
+it: ``UMask=0007`` and a setgid socket directory of QEMU's group. The
+restarted target makes every vhost socket again, and nobody calls the
+connector to hand it to QEMU: the guest reconnects only if the socket is
+born connectable by QEMU.
 """
 
+import grp
 import hashlib
 import os
+import pwd
+import stat
 import threading
 import time
 
@@ -25,9 +35,12 @@ from os_brick_connector import privileged
 from os_brick_connector import saved_config
 from testbed.guest import qemu
 from testbed import net
+from testbed import spdk_target
 from tests import base
+from tests.nova import compute
 from tests.nova import fake_sysfs
 from tests.nova.functional import targets
+from tests.nova import libvirt_guest
 
 GROUP = 'spdk_vhost'
 LVS = targets.LVS
@@ -38,10 +51,65 @@ VOLUME = '6a1c7b8e-0d2f-4c3e-9a51-0a2b3c4d5e6f'
 QOS = {'total_iops_sec': '50000'}
 WRITER = (MIB, 65536)
 KEPT = (4 * MIB, 65536)
+# Who libvirt runs QEMU as (Debian's qemu.conf defaults), and the group
+# that the vhost socket directory, the connector and QEMU share.
+QEMU_USER = 'libvirt-qemu'
+QEMU_PRIMARY_GROUP = 'libvirt-qemu'
+SOCKET_GROUP = compute.QEMU_GROUP
+
+
+class QemuUserGuest(qemu.Guest):
+    """The test guest under QEMU run as libvirt runs it: not root.
+
+    Its user, group and supplementary groups are libvirt's (``initgroups``
+    of the user, as libvirt's DAC driver does before starting QEMU).
+    """
+
+    def __init__(self, disks, workdir, **kwargs):
+        os.chown(workdir, pwd.getpwnam(QEMU_USER).pw_uid, -1)
+        libvirt_guest.open_to_qemu(workdir)
+        super().__init__(disks, workdir=workdir, **kwargs)
+
+    def command_line(self, initrd, hugetlbfs=None):
+        os.chmod(initrd, 0o644)
+        return (['setpriv', '--reuid=' + QEMU_USER,
+                 '--regid=' + QEMU_PRIMARY_GROUP, '--init-groups', '--'] +
+                super().command_line(initrd, hugetlbfs))
+
+
+class QemuUserGuestFixture(fixtures.Fixture):
+    """A running :class:`QemuUserGuest` for the length of a test."""
+
+    def __init__(self, disks):
+        super().__init__()
+        self._disks = disks
+
+    def _setUp(self):
+        workdir = self.useFixture(fixtures.TempDir()).path
+        self.guest = QemuUserGuest(self._disks, workdir)
+        self.addCleanup(self.guest.stop)
+        self.guest.start()
+        # QEMU made its QMP socket: as libvirt's user, or the test is moot.
+        owner = os.stat(self.guest.qmp_socket).st_uid
+        if owner != pwd.getpwnam(QEMU_USER).pw_uid:
+            raise AssertionError('QEMU runs as uid %d, not %s'
+                                 % (owner, QEMU_USER))
+
+
+def socket_access(path):
+    """A socket's owner, group and mode, to tell why QEMU is locked out."""
+    info = os.stat(path)
+    return '%s: mode %04o, group %s' % (
+        path, stat.S_IMODE(info.st_mode), grp.getgrgid(info.st_gid).gr_name)
 
 
 class Host(object):
-    """One SPDK target with an aio lvstore and a saved config."""
+    """One SPDK target with an aio lvstore and a saved config.
+
+    The compute target is started as its service unit starts it (umask,
+    setgid socket directory of QEMU's group), and QEMU may reach that
+    directory.
+    """
 
     def __init__(self, test, name, storage=False):
         tmp = test.useFixture(fixtures.TempDir()).path
@@ -50,8 +118,10 @@ class Host(object):
             self.target = targets.storage(test, name, transport=False,
                                           json_config=self.saved)
         else:
-            self.target = targets.remote_compute(test, name,
-                                                 json_config=self.saved)
+            self.target = targets.remote_compute(
+                test, name, json_config=self.saved,
+                socket_group=SOCKET_GROUP, umask=spdk_target.SERVICE_UMASK)
+            libvirt_guest.open_to_qemu(self.target.vhost_dir)
         # Retries ride out the moment a restart takes.
         self.client = targets.client_of(test, self.target,
                                         connect_retries=100,
@@ -76,6 +146,8 @@ class RestartTestCase(base.TestCase):
         self.cfg.config(group=GROUP,
                         spdk_rpc_socket=self.compute.target.socket_path,
                         spdk_saved_config=self.compute.saved,
+                        vhost_socket_group=SOCKET_GROUP,
+                        vhost_socket_mode='0660',
                         sysfs_root=self.sysfs.root, host_nqn=HOST_NQN,
                         disconnect_retry_interval=0.05,
                         nvme_reconnect_delay_sec=1)
@@ -122,7 +194,8 @@ class RestartTestCase(base.TestCase):
         self.connector.disconnect_volume(props, info, force=True)
 
     def boot(self, info):
-        return self.useFixture(qemu.GuestFixture(
+        self.disk = info['path']
+        return self.useFixture(QemuUserGuestFixture(
             [qemu.VhostUserDisk(info['path'], 1, reconnect=1)])).guest
 
     def wait_writes(self, guest, count, timeout=120):
@@ -134,7 +207,9 @@ class RestartTestCase(base.TestCase):
             if int(status['writer.writes']) > count:
                 return int(status['writer.writes'])
             time.sleep(0.5)
-        self.fail('guest writer stuck at %s writes' % count)
+        self.fail('guest writer stuck at %s writes; QEMU runs as %s, '
+                  'vhost socket %s' % (count, QEMU_USER,
+                                       socket_access(self.disk)))
 
     def assert_pattern(self, guest, where, token):
         offset, length = where
