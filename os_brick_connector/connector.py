@@ -29,6 +29,7 @@ from os_brick_connector import saved_config
 from os_brick_connector import spdk_rpc
 from os_brick_connector import trace
 from os_brick_connector import validation
+from os_brick_connector import volume_bdev
 
 LOG = log.getLogger(__name__)
 
@@ -147,27 +148,72 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
     def _check_properties(props):
         validation.check_properties(props, _VOLUME_ID)
 
-    def _bdev(self, props, undo):
-        """The bdev the controller exposes, attaching NVMe-oF if needed."""
+    def _canonical(self, bdev):
+        """A bdev's own name: an alias (lvs/lvol) is listed by its UUID."""
+        return self.client.bdev_get_bdevs(name=bdev)[0]['name']
+
+    def _served(self, ctrl, props):
+        """The bdev of ``ctrl`` if it already serves this volume, else None.
+
+        An attachment made by an older release (the lvol itself, or an
+        NVMe controller named after the subsystem) is kept as it is until
+        it is detached: its guest may be running.
+        """
+        used = _controller_bdev(ctrl)
+        if not used:
+            return None
         if props['transport'] == LOCAL:
-            wanted = props['bdev']
-        else:
-            created = False
-            try:
-                wanted, created = nvme_initiator.attach(self.client, props,
-                                                        self.conf)
-            except spdk_exc.SpdkTransportError:
-                # The answer was lost: it may be attached. Detach only if
-                # no other volume's controller uses it.
-                created = True
-                raise
-            finally:
-                if created:
-                    undo.append(lambda: nvme_initiator.detach_if_unused(
-                        self.client, props,
-                        self.client.vhost_get_controllers(), self.conf))
-        # Canonical name: an alias (lvs/lvol) is listed by its UUID name.
-        return self.client.bdev_get_bdevs(name=wanted)[0]['name']
+            lvol = self._canonical(props['bdev'])
+            if used == lvol or volume_bdev.is_layer_of(self.client, used,
+                                                       lvol):
+                return used
+        elif nvme_initiator.serves(self.client, props, used):
+            return used
+        return None
+
+    def _bdev(self, props, undo):
+        """The bdev the controller exposes, named after the volume.
+
+        Its name is the disk serial the guest sees (see volume_bdev): a
+        layer over a local lvol, the NVMe namespace of a remote one.
+        """
+        if props['transport'] == LOCAL:
+            return self._local_layer(props, undo)
+        created = False
+        try:
+            wanted, created = nvme_initiator.attach(self.client, props,
+                                                    self.conf)
+        except spdk_exc.SpdkTransportError:
+            # The answer was lost: it may be attached. Detach only if
+            # no other volume's controller uses it.
+            created = True
+            raise
+        finally:
+            if created:
+                undo.append(lambda: nvme_initiator.detach_if_unused(
+                    self.client, props,
+                    self.client.vhost_get_controllers(), self.conf))
+        return self._canonical(wanted)
+
+    def _local_layer(self, props, undo):
+        """Create (or find) the layer named after the volume on its lvol."""
+        lvol = self._canonical(props['bdev'])
+        layer = volume_bdev.name(props['volume_id'])
+        try:
+            volume_bdev.create(self.client, layer, lvol)
+        except spdk_exc.AlreadyExists:
+            if not volume_bdev.is_layer_of(self.client, layer, lvol):
+                raise errors.BdevConflict(bdev=layer, wanted=lvol)
+            # Left by a detach that did not finish: no controller uses it.
+        except spdk_exc.NotPermitted as err:
+            # Nothing was created; SPDK's log names who holds the lvol.
+            raise errors.VolumeClaimed(bdev=props['bdev'],
+                                       reason=err) from err
+        except spdk_exc.SpdkTransportError:
+            undo.append(lambda: volume_bdev.delete(self.client, layer))
+            raise
+        undo.append(lambda: volume_bdev.delete(self.client, layer))
+        return layer
 
     def _create_controller(self, name, bdev, props, undo):
         topology = numa.Topology.read(self.client, self.conf.sysfs_root)
@@ -242,8 +288,10 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
                     self._undo(undo)
 
     def _connect(self, name, props, undo):
-        bdev = self._bdev(props, undo)
         ctrl = self._controller(name)
+        bdev = self._served(ctrl, props) if ctrl is not None else None
+        if bdev is None:
+            bdev = self._bdev(props, undo)
         if ctrl is not None:
             self._check_reusable(ctrl, bdev, props)
         # Limits before the controller: no guest may run without them.
@@ -314,12 +362,28 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
 
     def _disconnect(self, name, props, force):
         """One round of a disconnect: whether the controller went."""
+        ctrl = self._controller(name)
+        used = _controller_bdev(ctrl) if ctrl is not None else None
         gone = self._delete_controller(name, force)
-        if gone and props.get('transport') in REMOTE_TRANSPORTS:
-            nvme_initiator.detach_if_unused(
-                self.client, props, self.client.vhost_get_controllers(),
-                self.conf)
+        if gone:
+            self._release(props, used)
         return gone
+
+    def _release(self, props, used):
+        """Remove what the deleted controller alone used.
+
+        ``used`` is the bdev it exposed (None when it was gone already):
+        the NVMe controller to detach is found from it, so one named by
+        an older release goes too.
+        """
+        controllers = self.client.vhost_get_controllers()
+        if props.get('transport') in REMOTE_TRANSPORTS:
+            nvme_initiator.detach_if_unused(self.client, props, controllers,
+                                            self.conf, bdev=used)
+            return
+        layer = volume_bdev.name(props['volume_id'])
+        if all(_controller_bdev(ctrl) != layer for ctrl in controllers):
+            volume_bdev.delete(self.client, layer)
 
     # -- the rest of the os-brick interface --------------------------------
 

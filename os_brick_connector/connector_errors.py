@@ -67,3 +67,21 @@ class TargetRestarted(exception.BrickException):
     message = ('The SPDK target restarted during the operation on '
                'vhost-blk controller %(ctrlr)s and came back '
                '%(state)s; retry the operation')
+
+
+class NvmePathInUse(exception.BrickException):
+    message = ('This host already has NVMe controller %(name)s on '
+               'subsystem %(nqn)s, used by %(users)s; SPDK allows one '
+               'controller per subsystem, address and host NQN')
+
+
+class BdevConflict(exception.BrickException):
+    message = ('bdev %(bdev)s already exists but is not the layer over '
+               '%(wanted)s that the connector names after the volume; '
+               'refusing to use it')
+
+
+class VolumeClaimed(exception.BrickException):
+    message = ('lvol %(bdev)s is held by another SPDK module (an NVMe-oF '
+               'export to another host, or another layer): it cannot be '
+               'attached on its own host at the same time: %(reason)s')

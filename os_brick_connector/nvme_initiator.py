@@ -1,10 +1,19 @@
 """The NVMe-oF leg of an attachment: the compute target's bdev_nvme.
 
-One SPDK NVMe controller per remote subsystem and address, named from
-them, so a retried connect finds it and two volumes in one subsystem
-share it. Its namespace ``ns_id`` is the bdev ``<name>n<ns_id>`` that the
-vhost-blk controller exposes. The NVMe controller is detached only when no
-vhost-blk controller uses any of its bdevs any more.
+One SPDK NVMe controller per volume, named after the volume id, so a
+retried connect finds it. Its namespace ``ns_id`` is the bdev
+``<volume id>n<ns_id>`` that the vhost-blk controller exposes, and whose
+name the guest reads as its disk serial (see :mod:`volume_bdev`): Nova's
+``/dev/disk/by-id/virtio-<first 20 characters of the volume id>``. The
+NVMe controller is detached only when no vhost-blk controller uses any of
+its bdevs any more.
+
+Releases before this one named the controller ``spdkvhost<hash of the
+subsystem>``. An attachment made then keeps its controller until it is
+detached, which finds the controller through the bdev its vhost
+controller uses (:func:`owner`), never by recomputing a name; and SPDK
+admits one controller per subsystem and host NQN, so an unused one left
+over under any name is detached before the volume is attached again.
 
 A ``dhchap_key`` in the properties (Cinder's ``spdk_nvmf_auth = dhchap``)
 is written to ``nvme_key_dir`` and registered in SPDK's keyring under the
@@ -13,36 +22,51 @@ A ``dhchap_ctrlr_key`` beside it is kept the same way, so the host also
 checks that the subsystem is the one Cinder exported (bidirectional).
 """
 
-import hashlib
+import re
+
+from oslo_log import log
 
 from os_brick_connector import connector_errors as errors
 from os_brick_connector import exception as spdk_exc
 from os_brick_connector import nvme_auth
 
-NAME_PREFIX = 'spdkvhost'
+LOG = log.getLogger(__name__)
+
 # What SPDK v26.05 means by -95 on bdev_nvme_attach_controller over TCP.
 INTERRUPT_MODE_REASON = (
     'SPDK\'s NVMe-oF initiator only runs on polling reactors and this '
     'target runs in interrupt mode; run the compute host\'s vhost (or '
     'spdk_tgt) without --interrupt-mode to attach remote volumes')
+_NAMESPACE = re.compile(r'^(?P<ctrlr>.+)n(?P<nsid>[0-9]+)$')
 
 
 def controller_name(props):
-    """A stable, SPDK-safe NVMe controller name for a remote subsystem."""
-    key = '|'.join(str(props.get(k, '')) for k in (
-        'transport', 'traddr', 'trsvcid', 'nqn', 'host_nqn'))
-    return NAME_PREFIX + hashlib.sha256(key.encode()).hexdigest()[:16]
+    """The NVMe controller of a volume: its namespaces carry the volume id.
+
+    A valid volume id (see ``connector.controller_name``) is a valid SPDK
+    controller and keyring name.
+    """
+    return props['volume_id']
 
 
 def namespace_bdev(name, ns_id):
     return '%sn%d' % (name, int(ns_id))
 
 
+def owner(bdev):
+    """The NVMe controller name namespace bdev ``bdev`` would belong to."""
+    match = _NAMESPACE.match(bdev or '')
+    return match.group('ctrlr') if match else None
+
+
 def owns_bdev(name, bdev):
     """Whether ``bdev`` is one of NVMe controller ``name``'s namespaces."""
-    if not bdev or not bdev.startswith(name + 'n'):
-        return False
-    return bdev[len(name) + 1:].isdigit()
+    return owner(bdev) == name
+
+
+def _bdevs_in_use(controllers):
+    return [ctrl.get('backend_specific', {}).get('block', {}).get('bdev')
+            for ctrl in controllers]
 
 
 def _find(client, name):
@@ -52,14 +76,31 @@ def _find(client, name):
         return None
 
 
-def _check_same_subsystem(found, name, props):
+def _same_subsystem(found, props):
     trid = found['ctrlrs'][0]['trid']
-    if (trid.get('subnqn') != props['nqn']
-            or trid.get('traddr') != props['traddr']):
+    return (trid.get('subnqn') == props['nqn']
+            and trid.get('traddr') == props['traddr'])
+
+
+def _check_same_subsystem(found, name, props):
+    if not _same_subsystem(found, props):
+        trid = found['ctrlrs'][0]['trid']
         raise errors.NvmeConflict(
             name=name, found='%s@%s' % (trid.get('subnqn'),
                                         trid.get('traddr')),
             wanted='%s@%s' % (props['nqn'], props['traddr']))
+
+
+def serves(client, props, bdev):
+    """Whether ``bdev`` is props' namespace, from an attachment of its own.
+
+    True for the bdev an older release's controller name gave it, too.
+    """
+    name = owner(bdev)
+    if not name or bdev != namespace_bdev(name, props.get('ns_id', 1)):
+        return False
+    found = _find(client, name)
+    return found is not None and _same_subsystem(found, props)
 
 
 # Connection property -> the keyring name's suffix for its secret.
@@ -100,6 +141,68 @@ def _forget_keys(client, props, conf, name):
                                      nvme_auth.key_name(name + suffix))
 
 
+def _attach(client, props, conf, name):
+    """Attach controller ``name``; False if SPDK already has one there.
+
+    "Already" is either ``name`` itself or another controller on the same
+    subsystem, address and host NQN (SPDK answers both with EEXIST).
+    """
+    keys = _keys(client, props, conf, name)
+    try:
+        client.bdev_nvme_attach_controller(
+            name=name, trtype=props['transport'],
+            traddr=props['traddr'], subnqn=props['nqn'],
+            trsvcid=props.get('trsvcid'), adrfam=props.get('adrfam'),
+            hostnqn=props.get('host_nqn'),
+            ctrlr_loss_timeout_sec=conf.nvme_ctrlr_loss_timeout_sec,
+            reconnect_delay_sec=conf.nvme_reconnect_delay_sec,
+            fast_io_fail_timeout_sec=conf.nvme_fast_io_fail_timeout_sec,
+            **keys)
+    except spdk_exc.AlreadyExists:
+        return False
+    except spdk_exc.SpdkTransportError:
+        raise   # may be attached: the caller's detach removes the key
+    except spdk_exc.NotSupported as err:
+        _forget_keys(client, props, conf, name)
+        raise errors.RemoteAttachUnsupported(
+            transport=props['transport'], reason=INTERRUPT_MODE_REASON
+        ) from err
+    except Exception:
+        _forget_keys(client, props, conf, name)
+        raise
+    return True
+
+
+def _same_path(found, props):
+    """Whether NVMe controller ``found`` holds the path props would use."""
+    ctrlr = found['ctrlrs'][0]
+    return (_same_subsystem(found, props)
+            and str(ctrlr['trid'].get('trsvcid')) == str(props.get('trsvcid'))
+            and (not props.get('host_nqn')
+                 or ctrlr.get('host', {}).get('nqn') == props['host_nqn']))
+
+
+def _free_path(client, props, conf):
+    """Detach unused controllers holding props' path under another name.
+
+    An older release's controller (see the module's doc) whose detach did
+    not finish. One a vhost-blk controller uses is a conflict.
+    """
+    for found in client.bdev_nvme_get_controllers():
+        if not _same_path(found, props):
+            continue
+        in_use = [bdev for bdev in
+                  _bdevs_in_use(client.vhost_get_controllers())
+                  if owns_bdev(found['name'], bdev)]
+        if in_use:
+            raise errors.NvmePathInUse(nqn=props['nqn'], name=found['name'],
+                                       users=', '.join(in_use))
+        LOG.warning('Detaching NVMe controller %(name)s: an unused '
+                    'attachment of subsystem %(nqn)s left behind',
+                    {'name': found['name'], 'nqn': props['nqn']})
+        _detach(client, props, conf, found['name'])
+
+
 def attach(client, props, conf):
     """Attach the volume's subsystem; return (bdev name, newly attached).
 
@@ -110,47 +213,24 @@ def attach(client, props, conf):
     found = _find(client, name)
     created = False
     if found is None:
-        keys = _keys(client, props, conf, name)
-        try:
-            client.bdev_nvme_attach_controller(
-                name=name, trtype=props['transport'],
-                traddr=props['traddr'], subnqn=props['nqn'],
-                trsvcid=props.get('trsvcid'), adrfam=props.get('adrfam'),
-                hostnqn=props.get('host_nqn'),
-                ctrlr_loss_timeout_sec=conf.nvme_ctrlr_loss_timeout_sec,
-                reconnect_delay_sec=conf.nvme_reconnect_delay_sec,
-                fast_io_fail_timeout_sec=conf.nvme_fast_io_fail_timeout_sec,
-                **keys)
-            created = True
-        except spdk_exc.AlreadyExists:
-            found = _find(client, name)
-        except spdk_exc.SpdkTransportError:
-            raise   # may be attached: the caller's detach removes the key
-        except spdk_exc.NotSupported as err:
+        created = _attach(client, props, conf, name)
+        found = None if created else _find(client, name)
+        if not created and found is None:
+            # The path is held under another name: free it, once.
             _forget_keys(client, props, conf, name)
-            raise errors.RemoteAttachUnsupported(
-                transport=props['transport'], reason=INTERRUPT_MODE_REASON
-            ) from err
-        except Exception:
-            _forget_keys(client, props, conf, name)
-            raise
+            _free_path(client, props, conf)
+            created = _attach(client, props, conf, name)
+            found = None if created else _find(client, name)
+            if not created and found is None:
+                _forget_keys(client, props, conf, name)
+                raise errors.NvmePathInUse(nqn=props['nqn'], name='unknown',
+                                           users='unknown')
     if found is not None:
         _check_same_subsystem(found, name, props)
     return namespace_bdev(name, props.get('ns_id', 1)), created
 
 
-def detach_if_unused(client, props, controllers, conf=None):
-    """Detach the subsystem's NVMe controller if no vhost-blk uses it.
-
-    ``controllers`` is vhost_get_controllers' answer after this volume's
-    controller went away. Returns whether it was detached; its
-    DH-HMAC-CHAP key (``conf`` given) goes with it.
-    """
-    name = controller_name(props)
-    for ctrl in controllers:
-        bdev = ctrl.get('backend_specific', {}).get('block', {}).get('bdev')
-        if owns_bdev(name, bdev):
-            return False
+def _detach(client, props, conf, name):
     try:
         client.bdev_nvme_detach_controller(name)
     except spdk_exc.NotFound:
@@ -159,3 +239,23 @@ def detach_if_unused(client, props, controllers, conf=None):
         if conf is not None:
             _forget_keys(client, props, conf, name)
     return True
+
+
+def detach_if_unused(client, props, controllers, conf=None, bdev=None):
+    """Detach the volume's NVMe controller if no vhost-blk uses it.
+
+    ``controllers`` is vhost_get_controllers' answer after this volume's
+    controller went away; ``bdev`` is the bdev that controller used, whose
+    NVMe controller is the one to detach (it may carry an older release's
+    name), else the one :func:`controller_name` gives. A controller
+    attached to another subsystem is never detached. Returns whether it
+    was detached; its DH-HMAC-CHAP key (``conf`` given) goes with it.
+    """
+    name = owner(bdev) or controller_name(props)
+    if any(owns_bdev(name, used) for used in _bdevs_in_use(controllers)):
+        return False
+    if name != controller_name(props):
+        found = _find(client, name)
+        if found is None or not _same_subsystem(found, props):
+            return False
+    return _detach(client, props, conf, name)

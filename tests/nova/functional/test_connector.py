@@ -110,8 +110,8 @@ class TestLocalConnect(ConnectorTestCase):
         self.assertEqual(0o640, stat.S_IMODE(mode.st_mode))
         self.assertEqual('nogroup', grp.getgrgid(mode.st_gid).gr_name)
         ctrl = self.controller(name)
-        self.assertEqual(props['lvol_uuid'],
-                         ctrl['backend_specific']['block']['bdev'])
+        # A layer named after the volume: its name is the disk serial.
+        self.assertEqual(VOLUME_A, ctrl['backend_specific']['block']['bdev'])
         self.assertFalse(ctrl['backend_specific']['block']['readonly'])
         self.assertTrue(self.connector.check_valid_device(info['path']))
         self.assertEqual([info['path']],
@@ -155,9 +155,11 @@ class TestLocalConnect(ConnectorTestCase):
     def test_frontend_qos_is_in_force(self):
         props = local_props(VOLUME_A, self.client, qos_specs={
             'total_iops_sec': '3000', 'read_bytes_sec': 10 * 1024 * 1024})
-        self.connect(props)
+        info = self.connect(props)
+        exposed = self.controller(info['controller'])[
+            'backend_specific']['block']['bdev']
         limits = self.client.bdev_get_bdevs(
-            name=props['bdev'])[0]['assigned_rate_limits']
+            name=exposed)[0]['assigned_rate_limits']
         self.assertEqual({'rw_ios_per_sec': 3000, 'rw_mbytes_per_sec': 0,
                           'r_mbytes_per_sec': 10, 'w_mbytes_per_sec': 0},
                          limits)

@@ -71,11 +71,11 @@ class FaultTest(TcpCase):
     def test_controller_times_out(self):
         self.check('vhost_create_blk_controller', 'delay', seconds=2)
 
-    def test_lost_undo_keeps_shared_nvme_controller(self):
-        """An NVMe controller another volume uses survives the undo."""
+    def test_lost_undo_keeps_other_nvme_controllers(self):
+        """The undo detaches its own NVMe controller, not another's."""
         props_b = self.export(base_tests.VOLUME_B)
         self.connect(props_b)
-        props_a = dict(props_b, volume_id=base_tests.VOLUME_A)
+        props_a = self.export(base_tests.VOLUME_A)
         self.proxy.fail('vhost_create_blk_controller', 'cut_after')
         self.assertRaises(spdk_exc.SpdkTransportError,
                           self.faulty.connect_volume, props_a)

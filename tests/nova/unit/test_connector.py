@@ -19,17 +19,20 @@ class TestNames(base.TestCase):
             self.assertRaises(errors.InvalidConnectionProperties,
                               connector.controller_name, bad)
 
-    def test_nvme_name_is_stable_and_per_subsystem(self):
-        props = {'transport': 'tcp', 'traddr': '192.0.2.1',
-                 'trsvcid': '4420', 'nqn': 'nqn.a:1', 'host_nqn': 'h'}
+    def test_nvme_name_is_the_volume_id(self):
+        """Its namespace bdev, <id>n1, is the disk serial the guest sees."""
+        props = {'volume_id': VOLUME, 'transport': 'tcp', 'nqn': 'nqn.a:1'}
         name = nvme_initiator.controller_name(props)
-        self.assertEqual(name, nvme_initiator.controller_name(dict(props)))
-        self.assertNotEqual(name, nvme_initiator.controller_name(
-            dict(props, nqn='nqn.a:2')))
+        self.assertEqual(VOLUME, name)
+        self.assertEqual(VOLUME + 'n1', nvme_initiator.namespace_bdev(name, 1))
         self.assertTrue(nvme_initiator.owns_bdev(name, name + 'n1'))
         self.assertFalse(nvme_initiator.owns_bdev(name, name + 'n1x'))
         self.assertFalse(nvme_initiator.owns_bdev(name, 'other'))
         self.assertFalse(nvme_initiator.owns_bdev(name, None))
+        # An older release's name is found from its bdev, not recomputed.
+        self.assertEqual('spdkvhost0a1bn2', nvme_initiator.owner(
+            'spdkvhost0a1bn2n1'))
+        self.assertIsNone(nvme_initiator.owner(VOLUME))
 
 
 class TestProperties(base.TestCase):
