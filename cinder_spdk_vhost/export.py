@@ -21,6 +21,7 @@ from oslo_log import log
 from cinder_spdk_vhost import target_rpcs
 from os_brick_connector import exception as rpc_exc
 from os_brick_connector import nvme_auth
+from os_brick_connector import volume_bdev
 
 LOG = log.getLogger(__name__)
 
@@ -79,6 +80,9 @@ class NvmfExport(object):
         names = {lvol.uuid, lvol.alias}
         found = []
         if self.has_vhost:
+            # A local attachment serves the lvol through a layer named
+            # after the volume (os_brick_connector.volume_bdev).
+            names |= volume_bdev.layers_over(self.client, names)
             for ctrlr in self.client.vhost_get_controllers():
                 block = ctrlr.get('backend_specific', {}).get('block', {})
                 if block.get('bdev') in names:
