@@ -48,6 +48,9 @@ function spdk_vhost_stack {
             if is_service_enabled n-api; then
                 create_spdk_flavor
             fi
+            if is_service_enabled n-cpu; then
+                start_nova_compute_spdk_vhost
+            fi
             ;;
         test-config)
             if is_service_enabled tempest; then

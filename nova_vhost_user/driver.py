@@ -2,8 +2,9 @@
 
 Nova has no plugin hook for volume drivers, and vhost-user needs more
 than a volume driver (shared guest memory, this host's SPDK identity in
-the volume connector), so the supported way in is this subclass:
-``compute_driver = nova_vhost_user.driver.LibvirtVhostUserDriver``.
+the volume connector), so the supported way in is this subclass, run by
+``nova-compute-spdk-vhost`` (see :mod:`nova_vhost_user.cmd`) with
+``compute_driver = spdk_vhost.LibvirtVhostUserDriver``.
 """
 
 from nova import exception

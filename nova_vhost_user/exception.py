@@ -16,8 +16,8 @@ class VhostUserMemoryNotShared(exception.VolumeAttachFailed):
                'vhost-user volumes need guest memory that is shared and '
                'backed by hugepages, and this guest has %(problem)s. Use '
                'a flavor with hw:mem_page_size (e.g. "large" or "2MB") and '
-               'compute_driver = nova_vhost_user.driver.'
-               'LibvirtVhostUserDriver, then resize the server (or hard '
+               'compute_driver = spdk_vhost.LibvirtVhostUserDriver '
+               '(nova-compute-spdk-vhost), then resize the server (or hard '
                'reboot it if the flavor already asks for hugepages): '
                'shared memory cannot be added to a running guest.')
 

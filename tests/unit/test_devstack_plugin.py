@@ -327,7 +327,7 @@ class DevstackPluginTest(PluginTestBase):
         self.prebuilt_spdk()
         self.run_plugin('post-config')
         cpu = self.ini('NOVA_CPU_CONF')
-        self.assertEqual('nova_vhost_user.driver.LibvirtVhostUserDriver',
+        self.assertEqual('spdk_vhost.LibvirtVhostUserDriver',
                          cpu['DEFAULT']['compute_driver'])
         self.assertEqual({
             'spdk_rpc_socket': '/var/tmp/spdk.sock',

@@ -70,7 +70,7 @@ class SnippetTest(base.TestCase):
 
     def test_nova_snippet_uses_real_options(self):
         conf = _ini(os.path.join(ETC, 'spdk-vhost', 'nova-compute.conf'))
-        self.assertEqual('nova_vhost_user.driver.LibvirtVhostUserDriver',
+        self.assertEqual('spdk_vhost.LibvirtVhostUserDriver',
                          conf['DEFAULT']['compute_driver'])
         self.assertLessEqual(_own(conf, 'spdk_vhost'),
                              _names(connector_opts, nova_opts))
