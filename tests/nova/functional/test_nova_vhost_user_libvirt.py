@@ -52,6 +52,7 @@ gt_check vda 4096 8192 boot-disk
 while [ ! -e /sys/block/vdb ]; do usleep 100000; done
 gt_check vdb 1048576 8192 hot-disk
 gt_disk_info vdb
+gt_result vdb.serial "[$(cat /sys/block/vdb/serial)]"
 while [ -e /sys/block/vdb ]; do usleep 100000; done
 gt_result hot gone
 while :; do sleep 10; done
@@ -182,6 +183,10 @@ class AttachTests(object):
         self.assertEqual('ok', guests.wait_result(self.workdir,
                                                   'vdb.verify@1048576'))
         self.assertEqual('2', guests.wait_result(self.workdir, 'vdb.queues'))
+        # What udev makes /dev/disk/by-id/virtio-<serial> of (no udev in
+        # the test guest): Nova's first 20 characters of the volume id.
+        self.assertEqual('[%s]' % hot_conn['data']['volume_id'][:20],
+                         guests.wait_result(self.workdir, 'vdb.serial'))
         self.assertEqual(['vda', 'vdb'], guests.disks(dom))
         names = sorted(c['ctrlr'] for c in self.controllers())
         self.assertEqual(sorted('vhost-' + c['data']['volume_id']
