@@ -49,6 +49,7 @@ class PluginTestBase(base.TestCase):
             'NOVA_CONF': self.path('nova.conf'),
             'NOVA_CPU_CONF': self.path('nova-cpu.conf'),
             'NOVA_CONF_DIR': self.tmp,
+            'NOVA_BIN_DIR': self.path('bin'),
             'TEMPEST_CONFIG': self.path('tempest.conf'),
             'SYSTEMD_DIR': self.path('systemd'),
             'SYSTEMCTL': 'systemctl',
@@ -384,6 +385,10 @@ class DevstackPluginTest(PluginTestBase):
         self.assertCalled('openstack flavor create m1.spdk --id '
                           'spdk-hugepages-1 --ram 512 --disk 1 --vcpus 1 '
                           '--property hw:mem_page_size=large')
+        # nova-compute cannot load the driver; this command can.
+        self.assertCalled('stop_process n-cpu')
+        [start] = self.assertCalled('run_process n-cpu')
+        self.assertIn('nova-compute-spdk-vhost --config-file', start)
 
     def test_tempest_options(self):
         self.prebuilt_spdk()
