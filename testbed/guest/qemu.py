@@ -38,7 +38,7 @@ HUGEPAGE_KIB = 2048
 
 _MARKED = re.compile(r'@@(?P<kind>[A-Z][A-Z-]*)(?: (?P<rest>.*))?$')
 _END = re.compile(r'id=(?P<id>\d+) rc=(?P<rc>\d+)$')
-_MAX_COMMAND = 2000  # well under the tty's 4095-byte line limit
+MAX_COMMAND = 2000  # well under the tty's 4095-byte line limit
 
 
 class GuestError(Exception):
@@ -179,7 +179,7 @@ def find_qemu():
     return qemu
 
 
-class _Console(object):
+class Console(object):
     """Collects QEMU's serial output line by line in a reader thread."""
 
     def __init__(self, stream):
@@ -225,7 +225,12 @@ class _Console(object):
             return '\n'.join(self.lines[-count:])
 
 
-def _marker(kind, rest_pattern=None):
+def end_rc(line):
+    """The exit status in a command's ``@@END id=N rc=RC`` line."""
+    return int(_END.match(_MARKED.search(line).group('rest')).group('rc'))
+
+
+def marker(kind, rest_pattern=None):
     def predicate(line):
         match = _MARKED.search(line)
         if not match or match.group('kind') != kind:
@@ -313,7 +318,7 @@ class Guest(object):
             self._proc = subprocess.Popen(
                 self.command_line(initrd, hugetlbfs),
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
-        self._console = _Console(self._proc.stdout)
+        self._console = Console(self._proc.stdout)
         self._started_at = time.monotonic()
 
     def _failure_tail(self):
@@ -346,7 +351,7 @@ class Guest(object):
                            % (what, timeout), tail)
 
     def _wait_ready(self, kind):
-        pos = self._wait(0, _marker(kind), self.boot_timeout,
+        pos = self._wait(0, marker(kind), self.boot_timeout,
                          'boot (%s)' % kind)
         self.boot_seconds = time.monotonic() - self._started_at
         return pos
@@ -385,7 +390,7 @@ class Guest(object):
         try:
             self._spawn(script)
             ready = self._wait_ready('READY')
-            done = self._wait(ready, _marker('DONE'), timeout,
+            done = self._wait(ready, marker('DONE'), timeout,
                               'the end of the script')
             rc = int(_MARKED.search(self._console.lines[done])
                      .group('rest').partition('=')[2])
@@ -415,21 +420,19 @@ class Guest(object):
 
         The command must be one line (the console is line-buffered).
         """
-        if '\n' in command or len(command) > _MAX_COMMAND:
+        if '\n' in command or len(command) > MAX_COMMAND:
             raise ValueError('guest commands must be one line of at most '
-                             '%d characters' % _MAX_COMMAND)
+                             '%d characters' % MAX_COMMAND)
         if not self.running:
             raise GuestError('guest is not running', self._failure_tail())
         self._next_id += 1
         cmd_id = self._next_id
         start = len(self._console.lines)
         self._send('%d %s' % (cmd_id, command))
-        end = self._wait(start, _marker('END', r'id=%d ' % cmd_id),
+        end = self._wait(start, marker('END', r'id=%d ' % cmd_id),
                          timeout, 'the end of %r' % command)
-        match = _END.match(_MARKED.search(self._console.lines[end])
-                           .group('rest'))
         results = Results(self._console.lines[start:end],
-                          int(match.group('rc')))
+                          end_rc(self._console.lines[end]))
         if check and not results.ok:
             raise GuestScriptError(
                 'guest command %r failed: rc=%d, errors=%r'

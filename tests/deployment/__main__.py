@@ -14,7 +14,6 @@ import threading
 
 from tests.deployment import cinder_conf
 from tests.deployment import deployment
-from tests.deployment import keystone_api
 from tests.deployment import tempest_conf
 
 TEMPEST_TYPE = 'high-iops'
@@ -41,7 +40,7 @@ def main(argv=None):
               '--os-token %s:%s list'
               % (dep.endpoint, deployment.USER, deployment.PROJECT))
         if args.tempest_conf:
-            front = dep.useFixture(keystone_api.KeystoneFrontEnd(dep))
+            front = dep.front()
             # The type the plugin's tests give their volumes by default.
             vtype = dep.admin.volume_types.create(TEMPEST_TYPE)
             vtype.set_keys({'volume_backend_name': cinder_conf.BACKEND})

@@ -9,7 +9,6 @@ a leak fails the test that caused it.
 """
 
 import atexit
-import tempfile
 import time
 
 from cinderclient import exceptions as cinder_exc
@@ -17,13 +16,10 @@ import testtools
 
 from tests import base
 from tests.deployment import deployment
+from tests.deployment import processes
 
 LVS = 'lvs0'
 TIMEOUT = 90
-# oslotest points tempfile at a per-test directory (NestedTempfile) that
-# is removed when the test ends; the shared deployment outlives the test
-# that starts it, so it is made under the real temporary directory.
-_TMP_ROOT = tempfile.gettempdir()
 _shared = {}
 
 
@@ -34,14 +30,12 @@ def shared_deployment():
                            % _shared['error'])
     if 'deployment' not in _shared:
         dep = deployment.CinderDeployment()
-        per_test, tempfile.tempdir = tempfile.tempdir, _TMP_ROOT
         try:
-            dep.setUp()
+            with processes.process_tempdir():
+                dep.setUp()
         except Exception as err:
             _shared['error'] = err
             raise
-        finally:
-            tempfile.tempdir = per_test
         atexit.register(dep.cleanUp)
         _shared['deployment'] = dep
     return _shared['deployment']
@@ -169,6 +163,9 @@ class DeploymentTestCase(base.TestCase):
         subsystems = [s['nqn'] for s in self.rpc('nvmf_get_subsystems')
                       if s['subtype'] == 'NVMe']
         ctrlrs = [c['ctrlr'] for c in self.rpc('vhost_get_controllers')]
+        # A local attachment's layer named after the volume (connector).
+        ctrlrs += [r['name'] for r in self.rpc('bdev_raid_get_bdevs',
+                                               {'category': 'all'})]
         return ({lvs: names for lvs, names in lvols.items() if names},
                 subsystems, ctrlrs)
 
@@ -181,6 +178,7 @@ class DeploymentTestCase(base.TestCase):
         for ctrlr in ctrlrs:
             self.deployment.target.call('vhost_delete_controller',
                                         {'ctrlr': ctrlr})
+            self.deployment.target.call('bdev_raid_delete', {'name': ctrlr})
         for nqn in subsystems:
             self.deployment.target.call('nvmf_delete_subsystem',
                                         {'nqn': nqn})
@@ -191,7 +189,7 @@ class DeploymentTestCase(base.TestCase):
                         'bdev_lvol_delete', {'name': '%s/%s' % (lvs, name)})
 
     def assert_target_clean(self):
-        """No lvol, NVMe-oF subsystem or vhost controller is left."""
+        """No lvol, NVMe-oF subsystem, vhost controller or raid is left."""
         leftovers = self._leftovers()
         if leftovers != ({}, [], []):
             self._purge(leftovers)

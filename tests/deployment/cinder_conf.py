@@ -1,4 +1,4 @@
-"""cinder.conf for the deployment: noauth API, one ``spdk_vhost`` backend.
+"""cinder.conf for the deployment: one ``spdk_vhost`` backend, keystone.
 
 The intervals are cut from minutes to seconds so that the scheduler knows
 the backend's capabilities a few seconds after start, not after a minute.
@@ -25,14 +25,14 @@ def api_paste_config():
 
 
 def build(workdir, db_url, transport_url, api_port, spdk_socket,
-          lvstores, nvmf_port, target_id='storage-target'):
+          lvstores, nvmf_port, target_id, saved_config):
     """The cinder.conf sections as a ConfigParser."""
     conf = configparser.ConfigParser(interpolation=None)
     conf['DEFAULT'] = {
         'host': HOST,
         'my_ip': '127.0.0.1',
         'debug': 'True',
-        'auth_strategy': 'noauth',
+        'auth_strategy': 'keystone',
         'transport_url': transport_url,
         'enabled_backends': BACKEND,
         'state_path': os.path.join(workdir, 'state'),
@@ -60,7 +60,15 @@ def build(workdir, db_url, transport_url, api_port, spdk_socket,
         'spdk_nvmf_address': '127.0.0.1',
         'spdk_nvmf_port': str(nvmf_port),
         'spdk_dd_path': spdk_build.app_path('spdk_dd'),
+        'spdk_saved_config': saved_config,
     }
+    return conf
+
+
+def noauth():
+    """The tests' own cinder-api: noauth, where a token names the user."""
+    conf = configparser.ConfigParser(interpolation=None)
+    conf['DEFAULT'] = {'auth_strategy': 'noauth'}
     return conf
 
 

@@ -24,6 +24,9 @@ from testbed import net
 from testbed import spdk_target
 from tests.deployment import backing
 from tests.deployment import cinder_conf
+from tests.deployment import cloud_conf
+from tests.deployment import keystone
+from tests.deployment import keystone_api
 from tests.deployment import processes
 
 LOG = logging.getLogger(__name__)
@@ -34,21 +37,9 @@ USER = 'deploy-user'
 # lvol store -> size in MiB; lvs0 has the most room, so the capacity
 # weigher must choose it unless a type asks for lvs1.
 LVSTORES = {'lvs0': 4096, 'lvs1': 2048}
+# Cinder's and Nova's name for the one spdk_tgt that serves both.
+TARGET_ID = 'storage-target'
 SERVICES = ('cinder-scheduler', 'cinder-volume', 'cinder-api')
-
-
-def wait_for(what, predicate, timeout, interval=0.5, on_timeout=None):
-    """Poll ``predicate`` until it returns a true value; return that."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            detail = on_timeout() if on_timeout else ''
-            raise RuntimeError('timed out after %ss waiting for %s\n%s'
-                               % (timeout, what, detail))
-        time.sleep(interval)
 
 
 class CinderDeployment(fixtures.Fixture):
@@ -58,33 +49,62 @@ class CinderDeployment(fixtures.Fixture):
         super().__init__()
         self.start_timeout = start_timeout
         self.services = {}
+        self._front = None
 
     def _setUp(self):
         self.workdir = self.useFixture(fixtures.TempDir()).path
         for sub in ('state', 'lock', 'coordination', 'log'):
             os.makedirs(os.path.join(self.workdir, sub))
         # spdk_tgt: the driver exports over NVMe-oF and serves vhost.
+        # As the service unit runs it: vhost sockets born in QEMU's group.
         self.target = self.useFixture(spdk_target.SpdkTarget(
-            app='spdk_tgt', name='spdk_tgt'))
+            app='spdk_tgt', name='spdk_tgt',
+            socket_group=cloud_conf.QEMU_GROUP,
+            umask=spdk_target.SERVICE_UMASK))
+        # QEMU (libvirt-qemu) must reach the sockets through the temp dir.
+        os.chmod(self.target.workdir, 0o711)
         for lvs, mib in sorted(LVSTORES.items()):
             self.target.aio_lvstore(lvs, size_mib=mib)
         self.database = self.useFixture(backing.Database())
         self.rabbit = self.useFixture(backing.RabbitVhost())
         self.api_port = net.free_port()
         self.nvmf_port = net.free_port()
+        self.saved_config = os.path.join(self.workdir, 'spdk-config.json')
+        # Started on demand (front()), known now: cinder-volume tells Nova
+        # about extended volumes with keystone's credentials.
+        self.keystone = keystone.Keystone(self.workdir,
+                                          self.log_path('keystone'))
         self.conf_path = os.path.join(self.workdir, 'cinder.conf')
-        cinder_conf.write(self.conf_path, cinder_conf.build(
+        conf = cinder_conf.build(
             self.workdir, self.database.url, self.rabbit.url,
             self.api_port, self.target.socket_path, list(LVSTORES),
-            self.nvmf_port))
+            self.nvmf_port, target_id=self.target_id,
+            saved_config=self.saved_config)
+        # Cinder's own credentials, for what it asks Nova (volume extended)
+        # and glance (image locations need the service role) itself.
+        for section in ('nova', 'glance'):
+            conf[section] = self.keystone.service_auth()
+        conf['keystone_authtoken'] = self.keystone.authtoken_section()
+        for section, context in (
+                ('cinder_sys_admin', 'cinder.privsep.sys_admin_pctxt'),
+                ('privsep_osbrick', 'os_brick.privileged.default')):
+            conf[section] = processes.privsep(self.conf_path, context)
+        cinder_conf.write(self.conf_path, conf)
+        # Only the tests' own cinder-api skips keystone; the services
+        # authenticate to glance as the deployment would.
+        self.noauth_path = os.path.join(self.workdir, 'noauth.conf')
+        cinder_conf.write(self.noauth_path, cinder_conf.noauth())
         processes.run_once(
             [processes.console_script('cinder-manage'), '--config-file',
              self.conf_path, 'db', 'sync'],
             self.log_path('cinder-manage'), timeout=300)
         for name in SERVICES:
+            argv = [processes.console_script(name),
+                    '--config-file', self.conf_path]
+            if name == 'cinder-api':
+                argv += ['--config-file', self.noauth_path]
             self.services[name] = self.useFixture(processes.ServiceProcess(
-                name, [processes.console_script(name), '--config-file',
-                       self.conf_path], self.log_path(name)))
+                name, argv, self.log_path(name)))
         self.endpoint = 'http://127.0.0.1:%d/v3' % self.api_port
         self.admin = self.client()
         try:
@@ -92,6 +112,18 @@ class CinderDeployment(fixtures.Fixture):
         except cinder_exc.ClientException as err:
             raise RuntimeError('cinder-api failed during start: %s\n%s'
                                % (err, self._logs_text())) from err
+
+    def front(self):
+        """keystone and a keystone-authenticated cinder-api, started once.
+
+        Tempest and Nova speak only keystone; the tests' own clients use
+        the noauth API, which needs neither.
+        """
+        if self._front is None:
+            with processes.process_tempdir():
+                self._front = self.useFixture(
+                    keystone_api.KeystoneFrontEnd(self))
+        return self._front
 
     def rpc(self, method, params=None):
         """One RPC on the SPDK target; an error reply raises."""
@@ -177,9 +209,11 @@ class CinderDeployment(fixtures.Fixture):
                             ('the scheduler to know the pools',
                              self._pools_known)):
             start = time.monotonic()
-            wait_for(what, check, max(1, deadline - start),
-                     on_timeout=self._logs_text)
+            processes.wait_for(what, check, max(1, deadline - start),
+                               on_timeout=self._logs_text)
             LOG.info('waited %.1fs for %s', time.monotonic() - start, what)
+
+    target_id = TARGET_ID
 
     @property
     def host(self):

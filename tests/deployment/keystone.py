@@ -5,12 +5,11 @@ the volume API in keystone's catalog. So this runs the installed
 ``keystone`` package on its own MariaDB database: ``keystone-manage
 db_sync``, fernet keys, ``bootstrap`` (admin user and project, the
 admin/member/reader roles, the identity endpoint), served by
-``keystone_wsgi``. ``add_endpoint`` puts other services in the catalog.
+``wsgi_server``. ``add_endpoint`` puts other services in the catalog.
 """
 
 import configparser
 import os
-import sys
 
 import fixtures
 from keystoneauth1.identity import v3
@@ -75,10 +74,9 @@ class Keystone(fixtures.Fixture):
                       '--bootstrap-internal-url', self.uri]):
             self._manage(args)
         self.process = self.useFixture(processes.ServiceProcess(
-            'keystone', [sys.executable, '-m',
-                         'tests.deployment.keystone_wsgi',
-                         '--config-file', self.conf_path,
-                         '--port', str(self.port)], self.log_path))
+            'keystone', processes.wsgi_argv('keystone.wsgi.api', self.port),
+            self.log_path,
+            env={'OS_KEYSTONE_CONFIG_FILES': self.conf_path}))
 
     @staticmethod
     def _owner():
@@ -116,6 +114,24 @@ class Keystone(fixtures.Fixture):
                                          'interface': interface,
                                          'region_id': REGION,
                                          'url': url}})
+
+    def grant(self, role, user=ADMIN_USER, project=ADMIN_PROJECT):
+        """Give ``user`` ``role`` on ``project`` (e.g. ``service``)."""
+        sess = self.admin_session()
+        identity = {'service_type': 'identity'}
+
+        def find(kind, name):
+            return sess.get('/%s?name=%s' % (kind, name),
+                            endpoint_filter=identity).json()[kind][0]['id']
+        sess.put('/projects/%s/users/%s/roles/%s' % (
+            find('projects', project), find('users', user),
+            find('roles', role)), endpoint_filter=identity)
+
+    def service_auth(self):
+        """A service's own credentials for keystone (``[glance]``...)."""
+        auth = self.authtoken_section()
+        del auth['www_authenticate_uri']
+        return auth
 
     def authtoken_section(self):
         """cinder.conf's [keystone_authtoken] for this keystone.

@@ -16,8 +16,6 @@ import time
 import fixtures
 
 from testbed import net
-from tests.deployment import deployment
-from tests.deployment import keystone
 from tests.deployment import processes
 
 NAMES = ('keystone', 'cinder-api-keystone')
@@ -36,8 +34,7 @@ class KeystoneFrontEnd(fixtures.Fixture):
         self.workdir = self.useFixture(fixtures.TempDir()).path
         # Not started yet: cinder-api, which starts while keystone's
         # database is set up, needs only its address.
-        self.keystone = keystone.Keystone(self.workdir,
-                                          self.dep.log_path('keystone'))
+        self.keystone = self.dep.keystone
         self.api_port = net.free_port()
         self.endpoint = 'http://127.0.0.1:%d/v3' % self.api_port
         self.conf_path = os.path.join(self.workdir, 'cinder.conf')
@@ -48,15 +45,18 @@ class KeystoneFrontEnd(fixtures.Fixture):
             [processes.console_script('cinder-api'), '--config-file',
              self.conf_path], self.dep.log_path('cinder-api-keystone')))
         self.useFixture(self.keystone)
-        deployment.wait_for('keystone to listen', self.keystone.listening,
-                            max(1, deadline - time.monotonic()),
-                            on_timeout=self.logs_text)
+        processes.wait_for('keystone to listen', self.keystone.listening,
+                           max(1, deadline - time.monotonic()),
+                           on_timeout=self.logs_text)
         self.keystone.add_endpoint(
             'cinderv3', 'volumev3', self.endpoint + '/$(project_id)s')
-        deployment.wait_for('cinder-api (keystone) to listen',
-                            self._api_listening,
-                            max(1, deadline - time.monotonic()),
-                            on_timeout=self.logs_text)
+        # The admin doubles as every service's user; some APIs (glance's
+        # image locations) are for the service role only.
+        self.keystone.grant('service')
+        processes.wait_for('cinder-api (keystone) to listen',
+                           self._api_listening,
+                           max(1, deadline - time.monotonic()),
+                           on_timeout=self.logs_text)
 
     def _cinder_conf(self):
         conf = configparser.ConfigParser(interpolation=None)

@@ -1,15 +1,20 @@
 """One OpenStack service process with its log file, as a fixture."""
 
+import contextlib
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
+import time
 
 import fixtures
 
 from testbed import process_group
 
+# The real temporary directory, read before any test changes it.
+_TMP_ROOT = tempfile.gettempdir()
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 
@@ -26,9 +31,9 @@ def console_script(name):
     return found
 
 
-def service_env():
+def service_env(extra=None):
     """The environment of a service: it must import this repository."""
-    env = dict(os.environ)
+    env = dict(os.environ, **(extra or {}))
     env['PYTHONPATH'] = os.pathsep.join(
         p for p in (REPO, env.get('PYTHONPATH')) if p)
     return env
@@ -51,17 +56,18 @@ class ServiceProcess(fixtures.Fixture):
     SIGKILLs the whole process group so no worker outlives the test.
     """
 
-    def __init__(self, name, argv, log_path, stop_timeout=20):
+    def __init__(self, name, argv, log_path, stop_timeout=20, env=None):
         super().__init__()
         self.name = name
         self.argv = argv
         self.log_path = log_path
         self.stop_timeout = stop_timeout
+        self.env = env
 
     def _setUp(self):
         with open(self.log_path, 'ab') as log:
             self.process = subprocess.Popen(
-                self.argv, cwd=REPO, env=service_env(), stdout=log,
+                self.argv, cwd=REPO, env=service_env(self.env), stdout=log,
                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True)
         self.addCleanup(self._stop)
@@ -86,12 +92,61 @@ class ServiceProcess(fixtures.Fixture):
         process_group.stop(self.process, self.stop_timeout)
 
 
-def run_once(argv, log_path, timeout):
+@contextlib.contextmanager
+def process_tempdir():
+    """Temporary files made meanwhile outlive the test that makes them.
+
+    oslotest points tempfile at a per-test directory, private to root and
+    removed when the test ends; the shared services outlive that test,
+    and QEMU (libvirt-qemu) reads some of their files.
+    """
+    per_test, tempfile.tempdir = tempfile.tempdir, _TMP_ROOT
+    try:
+        yield
+    finally:
+        tempfile.tempdir = per_test
+
+
+def privsep(conf_path, context):
+    """A privsep section starting its daemon directly, not through sudo.
+
+    Services run as root here, like the tests; a deployment starts the
+    daemon through rootwrap instead.
+    """
+    return {'helper_command': ' '.join([
+        os.path.join(os.path.dirname(sys.executable), 'privsep-helper'),
+        '--config-file', conf_path, '--privsep_context', context])}
+
+
+def wsgi_argv(module, port, preload=()):
+    """The command serving ``module``'s WSGI application on ``port``."""
+    argv = [sys.executable, '-m', 'tests.deployment.wsgi_server',
+            '--app', module, '--port', str(port)]
+    for name in preload:
+        argv += ['--preload', name]
+    return argv
+
+
+def run_once(argv, log_path, timeout, env=None):
     """Run a one-shot command (db sync); fail with its log."""
     with open(log_path, 'ab') as log:
-        result = subprocess.run(argv, cwd=REPO, env=service_env(),
+        result = subprocess.run(argv, cwd=REPO, env=service_env(env),
                                 stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, timeout=timeout)
     if result.returncode:
         raise RuntimeError('%s failed (%d):\n%s' % (
             ' '.join(argv), result.returncode, tail(log_path)))
+
+
+def wait_for(what, predicate, timeout, interval=0.5, on_timeout=None):
+    """Poll ``predicate`` until it returns a true value; return that."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            detail = on_timeout() if on_timeout else ''
+            raise RuntimeError('timed out after %ss waiting for %s\n%s'
+                               % (timeout, what, detail))
+        time.sleep(interval)

@@ -15,7 +15,6 @@ import testtools
 
 from tests.deployment import base
 from tests.deployment import cinder_conf
-from tests.deployment import keystone_api
 from tests.deployment import processes
 from tests.deployment import tempest_conf
 from tests.deployment import tempest_run
@@ -25,8 +24,7 @@ class TestTempestApi(base.DeploymentTestCase):
 
     def setUp(self):
         super().setUp()
-        self.front = self.useFixture(
-            keystone_api.KeystoneFrontEnd(self.deployment))
+        self.front = self.deployment.front()
         self.addOnException(self._attach_front_logs)
 
     def _attach_front_logs(self, exc_info):

@@ -1,0 +1,178 @@
+"""Test base for tests through Nova's API: the shared compute cloud.
+
+Like the Cinder deployment (see :mod:`base`), the Nova services start
+once per test process, on first use. Tests act as the cloud's admin
+through keystone (Nova speaks no noauth), check the guest from inside
+over its serial console, and the SPDK target afterwards; each removes
+its servers and volumes, and the target must then hold nothing.
+"""
+
+import time
+
+from cinderclient import api_versions
+from cinderclient import client as cinder_client
+from novaclient import exceptions as nova_exc
+import testtools
+
+from tests.deployment import base
+from tests.deployment import cloud
+from tests.deployment import cloud_guest
+from tests.deployment import deployment
+from tests.deployment import processes
+
+try:
+    import libvirt
+except ImportError:  # reported when a test needs it
+    libvirt = None
+
+BOOT_TIMEOUT = 600
+# Hugepage flavors (vhost-user needs shared hugepage-backed memory):
+# name -> (MiB, vCPUs); the second one is what a resize goes to.
+FLAVORS = {'spdk.hugepages': (256, 1), 'spdk.hugepages.large': (384, 2)}
+FLAVOR_SPECS = {'hw:mem_page_size': '2048'}
+_cloud = {}
+
+
+def shared_cloud(dep):
+    """The process's compute cloud, its guest image and flavor."""
+    if 'error' in _cloud:
+        raise RuntimeError('the compute cloud failed to start earlier: %s'
+                           % _cloud['error'])
+    if 'cloud' not in _cloud:
+        try:
+            with processes.process_tempdir():
+                found = dep.useFixture(cloud.ComputeCloud(dep))
+            _cloud['image'] = cloud_guest.upload(found.glance(),
+                                                 found.workdir)
+            for name, (ram, vcpus) in sorted(FLAVORS.items()):
+                flavor = found.nova().flavors.create(name, ram, vcpus, 0)
+                flavor.set_keys(FLAVOR_SPECS)
+                _cloud[name] = flavor.id
+        except Exception as err:
+            _cloud['error'] = err
+            raise
+        _cloud['cloud'] = found
+    return _cloud['cloud']
+
+
+class NovaTestCase(base.DeploymentTestCase):
+    """Servers and volumes through Nova's and Cinder's keystone APIs."""
+
+    def setUp(self):
+        super().setUp()
+        self.cloud = shared_cloud(self.deployment)
+        self.image = _cloud['image']
+        self.flavor, self.large_flavor = (_cloud[name]
+                                          for name in sorted(FLAVORS))
+        self.nova = self.cloud.nova()
+        self.cinder = cinder_client.Client(
+            api_versions.APIVersion(deployment.API_VERSION),
+            session=self.cloud.keystone.admin_session())
+        if libvirt is None:
+            self.fail('libvirt-python is not installed')
+        self.conn = libvirt.open(cloud.LIBVIRT_URI)
+        self.addCleanup(self.conn.close)
+        self.addOnException(self._attach_cloud_logs)
+
+    def _attach_cloud_logs(self, exc_info):
+        for name, text in self.cloud.logs(8000).items():
+            self.addDetail(name, testtools.content.text_content(text))
+
+    # -- servers -----------------------------------------------------------
+
+    def wait_server(self, server_id, status, timeout=BOOT_TIMEOUT):
+        deadline = time.monotonic() + timeout
+        while True:
+            server = self.nova.servers.get(server_id)
+            task = getattr(server, 'OS-EXT-STS:task_state', None)
+            if server.status == status and task is None:
+                return server
+            if server.status == 'ERROR':
+                self.fail('server %s went to ERROR: %s' % (
+                    server_id, getattr(server, 'fault', None)))
+            if time.monotonic() > deadline:
+                self.fail('server %s is %s (task %s) after %ss, not %s'
+                          % (server_id, server.status, task, timeout,
+                             status))
+            time.sleep(1)
+
+    def _delete_server(self, server_id):
+        try:
+            self.nova.servers.delete(server_id)
+        except nova_exc.NotFound:
+            return
+        deadline = time.monotonic() + BOOT_TIMEOUT
+        while time.monotonic() < deadline:
+            try:
+                self.nova.servers.get(server_id)
+            except nova_exc.NotFound:
+                return
+            time.sleep(1)
+        self.fail('server %s still there after %ss'
+                  % (server_id, BOOT_TIMEOUT))
+
+    def boot_volume(self, size=1, **kwargs):
+        """A bootable volume holding the test guest's root image."""
+        return self.create_volume(size, imageRef=self.image, **kwargs)
+
+    def boot_from_volume(self, volume_id):
+        """A server booted from ``volume_id``, ACTIVE; deleted after."""
+        server = self.nova.servers.create(
+            self.getUniqueString('server'), image=None, flavor=self.flavor,
+            block_device_mapping_v2=[{
+                'uuid': volume_id, 'source_type': 'volume',
+                'destination_type': 'volume', 'boot_index': 0,
+                'delete_on_termination': False}],
+            nics='none')
+        self.addCleanup(self._delete_server, server.id)
+        return self.wait_server(server.id, 'ACTIVE')
+
+    def console(self, server):
+        """The guest's shell, once it serves commands."""
+        shell = cloud_guest.console(self.conn, server.id)
+        self.addCleanup(shell.close)
+        deadline = time.monotonic() + BOOT_TIMEOUT
+        while True:
+            try:
+                shell.execute('true', timeout=10)
+                return shell
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+
+    # -- the guest and the target ---------------------------------------
+
+    def wait_for(self, predicate, what, timeout=BOOT_TIMEOUT):
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                self.fail('timed out waiting for %s' % what)
+            time.sleep(1)
+
+    def controllers(self):
+        return [c['ctrlr'] for c in self.rpc('vhost_get_controllers')]
+
+    @staticmethod
+    def has_disk(shell, dev):
+        return shell.execute('gt_result d "$(gt_count /sys/block/%s)"'
+                             % dev)['d'] == '1'
+
+    def wait_disk(self, shell, dev):
+        self.wait_for(lambda: self.has_disk(shell, dev),
+                      '%s in the guest' % dev)
+
+    @staticmethod
+    def serial(shell, dev):
+        return shell.execute('gt_result s "$(cat /sys/block/%s/serial)"'
+                             % dev)['s']
+
+    @staticmethod
+    def guest_size(shell, dev):
+        return int(shell.execute('gt_disk_info %s' % dev)[dev + '.size'])
+
+    @staticmethod
+    def read_rate(shell, dev, length):
+        """Bytes/s of an O_DIRECT read of ``length`` bytes, timed here."""
+        start = time.monotonic()
+        shell.execute('gt_read %s 0 %d' % (dev, length), timeout=300)
+        return length / (time.monotonic() - start)
