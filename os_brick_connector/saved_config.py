@@ -21,6 +21,7 @@ import os
 import pwd
 import tempfile
 
+from oslo_concurrency import lockutils
 from oslo_log import log
 
 from os_brick_connector import connector_errors as errors
@@ -107,17 +108,23 @@ def file_lock(path):
     read-only (all flock needs): the lock file belongs to whichever
     service made it first, nova-compute or cinder-volume, and the other
     may only read it.
+
+    Threads of one process queue on a lock of the process first: flock
+    does not nest across file descriptors, and under eventlet
+    (cinder-volume) a green thread blocked in flock behind another that
+    holds it and waits on I/O would block the whole process for good.
     """
-    fd = os.open(path + '.lock', os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC,
-                 0o660)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with lockutils.internal_lock('spdk-saved-config:' + path):
+        fd = os.open(path + '.lock',
+                     os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o660)
         try:
-            yield
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
+            os.close(fd)
 
 
 def _user():

@@ -203,3 +203,41 @@ class TestSavedConfigPath(base.TestCase):
         self.assertEqual('', result.stderr)
         self.assertIn('directory %s is not writable by nobody' % self.dir,
                       result.stdout)
+
+
+# Two green threads of an eventlet process (cinder-volume) taking the
+# lock: the first yields while holding it, the second must wait for it
+# instead of blocking the whole process in flock.
+_GREEN_SCRIPT = '''
+import eventlet
+eventlet.monkey_patch()
+import sys
+from os_brick_connector import saved_config
+order = []
+
+def save(name, hold):
+    with saved_config.file_lock(sys.argv[1]):
+        order.append(name)
+        eventlet.sleep(hold)
+
+first = eventlet.spawn(save, 'first', 0.5)
+eventlet.sleep(0.1)
+second = eventlet.spawn(save, 'second', 0)
+first.wait()
+second.wait()
+print(','.join(order))
+'''
+
+
+class GreenThreadLockTest(base.TestCase):
+
+    def test_green_threads_queue_instead_of_deadlocking(self):
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'spdk.json')
+        result = subprocess.run(
+            [sys.executable, '-c', _GREEN_SCRIPT, path],
+            capture_output=True, text=True, timeout=60,
+            cwd=os.path.dirname(os.path.dirname(os.path.dirname(
+                os.path.abspath(__file__)))))
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertEqual('first,second', result.stdout.strip())
