@@ -146,7 +146,10 @@ class DeploymentTestCase(base.TestCase):
         names = {item['name']: item['uuid'] for item in self.rpc(
             'bdev_lvol_get_lvols', {'lvs_name': lvs})}
         bdevs = {b['name']: b for b in self.rpc('bdev_get_bdevs')}
-        return {name: bdevs[uuid] for name, uuid in names.items()}
+        # An lvol being deleted (a revert drops the old one) may be listed
+        # after its bdev is gone: only lvols with a bdev count.
+        return {name: bdevs[uuid] for name, uuid in names.items()
+                if uuid in bdevs}
 
     def lvol(self, name, lvs=LVS):
         found = self.lvols(lvs)
