@@ -167,21 +167,22 @@ class DeploymentTestCase(base.TestCase):
                       if s['subtype'] == 'NVMe']
         ctrlrs = [c['ctrlr'] for c in self.rpc('vhost_get_controllers')]
         # A local attachment's layer named after the volume (connector).
-        ctrlrs += [r['name'] for r in self.rpc('bdev_raid_get_bdevs',
-                                               {'category': 'all'})]
+        raids = [r['name'] for r in self.rpc('bdev_raid_get_bdevs',
+                                             {'category': 'all'})]
         return ({lvs: names for lvs, names in lvols.items() if names},
-                subsystems, ctrlrs)
+                subsystems, ctrlrs, raids)
 
     def _purge(self, leftovers):
         """Empty the target behind Cinder's back, for the next tests.
 
         Clones go before their snapshots, so a few rounds delete all.
         """
-        lvols, subsystems, ctrlrs = leftovers
+        lvols, subsystems, ctrlrs, raids = leftovers
         for ctrlr in ctrlrs:
             self.deployment.target.call('vhost_delete_controller',
                                         {'ctrlr': ctrlr})
-            self.deployment.target.call('bdev_raid_delete', {'name': ctrlr})
+        for raid in raids:
+            self.deployment.target.call('bdev_raid_delete', {'name': raid})
         for nqn in subsystems:
             self.deployment.target.call('nvmf_delete_subsystem',
                                         {'nqn': nqn})
@@ -194,6 +195,7 @@ class DeploymentTestCase(base.TestCase):
     def assert_target_clean(self):
         """No lvol, NVMe-oF subsystem, vhost controller or raid is left."""
         leftovers = self._leftovers()
-        if leftovers != ({}, [], []):
+        clean = ({}, [], [], [])
+        if leftovers != clean:
             self._purge(leftovers)
-        self.assertEqual(({}, [], []), leftovers, 'left on the SPDK target')
+        self.assertEqual(clean, leftovers, 'left on the SPDK target')
