@@ -8,7 +8,6 @@ compute host shares this SPDK target, else a per-volume NVMe-oF
 subsystem. See doc/source/admin/cinder-driver.rst.
 """
 
-import math
 import socket
 
 from cinder import exception
@@ -24,6 +23,7 @@ from cinder_spdk_vhost import image_cache
 from cinder_spdk_vhost import image_ops
 from cinder_spdk_vhost import locks
 from cinder_spdk_vhost import lvols
+from cinder_spdk_vhost import manageable
 from cinder_spdk_vhost import options
 from cinder_spdk_vhost import qos
 from cinder_spdk_vhost import qos_apply
@@ -127,10 +127,15 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
             self._sweep_hidden_snapshots()
 
     def _sweep_hidden_snapshots(self):
-        """Remove hidden clone snapshots left unused by an interrupted run."""
+        """Remove hidden snapshots no longer needed by two lvols.
+
+        Their last dependents may have gone while cinder-volume was down,
+        or an interrupted run left them. SPDK stops listing a snapshot
+        with no clone as ``is_snapshot``: the name alone decides.
+        """
         for lvs in self.lvstores:
             for item in self.client.bdev_lvol_get_lvols(lvs_name=lvs):
-                if item.get('is_snapshot') and lvols.is_hidden(item['name']):
+                if lvols.is_hidden(item['name']):
                     self._drop_hidden(lvols.alias(lvs, item['name']))
 
     # -- helpers ---------------------------------------------------------
@@ -425,13 +430,15 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
         return None
 
     def delete_snapshot(self, snapshot):
-        """Delete a snapshot; with volumes cloned from it, refuse.
+        """Delete a snapshot; with volumes still using it, hide it.
 
-        SnapshotIsBusy rather than decoupling the clones: decoupling
-        copies the snapshot's data into every clone, so it takes time and
-        space that grow with the volume, can run out of space half way,
-        and silently turns thin clones thick. Deleting the volumes made
-        from the snapshot first frees it.
+        With at most one dependent lvol SPDK deletes it (folded into that
+        lvol: metadata only). With more, the lvol is renamed to a hidden
+        name instead, out of every Cinder view, and deleted when its last
+        dependent goes (:meth:`_drop_hidden`). Never decoupled: that
+        would copy the snapshot's data into every clone, time and space
+        growing with the volume size. A snapshot already hidden or gone
+        is success, so a retry after a lost answer does no harm.
         """
         with locks.locked(
                 locks.vlock(snapshot.volume_id),
@@ -443,20 +450,35 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
                          snapshot.id)
                 return
             if len(snap.clones) > 1:
-                raise exception.SnapshotIsBusy(snapshot_name=snapshot.name)
+                self._retire(snap, snapshot)
+                return
             try:
                 self.client.bdev_lvol_delete(snap.alias)
             except rpc_exc.NotFound:
                 return
-            except (rpc_exc.NotPermitted, rpc_exc.Busy) as err:
+            except rpc_exc.NotPermitted:
+                # SPDK counted more dependents than the lookup did.
+                self._retire(snap, snapshot)
+                return
+            except rpc_exc.Busy as err:
                 raise exception.SnapshotIsBusy(
                     snapshot_name=snapshot.name) from err
             if not snap.clones:
                 self._release_parent(snap.lvs, snap.base_snapshot)
 
+    def _retire(self, snap, snapshot):
+        """Hide snapshot lvol ``snap``: its clones keep reading it."""
+        hidden = lvols.retired_snapshot_name(snap.uuid)
+        self.client.bdev_lvol_rename(snap.alias, hidden)
+        LOG.info('Snapshot %(id)s still has dependent lvols %(clones)s: '
+                 'kept as hidden lvol %(alias)s until only one is left',
+                 {'id': snapshot.id, 'clones': ', '.join(snap.clones),
+                  'alias': lvols.alias(snap.lvs, hidden)})
+
     # -- manage / unmanage ------------------------------------------------
 
     def _lvol_from_ref(self, existing_ref):
+        """The lvol ``existing_ref`` names, if Cinder may adopt it."""
         if 'source-id' in existing_ref:
             lvol = lvols.get(self.client, existing_ref['source-id'])
         elif 'source-name' in existing_ref:
@@ -472,18 +494,45 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
             reason = 'no such lvol'
         elif lvol.lvs not in self.lvstores:
             reason = 'lvol store %s is not managed here' % lvol.lvs
-        elif lvol.is_snapshot:
-            reason = 'lvol %s is a snapshot' % lvol.alias
+        else:
+            reason = manageable.own_lvol_reason(lvol.name)
         if reason:
             raise exception.ManageExistingInvalidReference(
                 existing_ref=existing_ref, reason=reason)
         return lvol
 
+    def _volume_from_ref(self, existing_ref):
+        lvol = self._lvol_from_ref(existing_ref)
+        if lvol.is_snapshot:
+            raise exception.ManageExistingInvalidReference(
+                existing_ref=existing_ref,
+                reason='lvol %s is a snapshot' % lvol.alias)
+        return lvol
+
+    def _snapshot_from_ref(self, snapshot, existing_ref):
+        """The snapshot lvol named, which the snapshot's volume reads."""
+        snap = self._lvol_from_ref(existing_ref)
+        lvol = self._get(snapshot.volume)
+        if snap.lvs != lvol.lvs or snap.name not in self._chain(lvol):
+            raise exception.ManageExistingInvalidReference(
+                existing_ref=existing_ref,
+                reason='lvol %s is not a snapshot of volume %s (%s)'
+                       % (snap.alias, snapshot.volume_id, lvol.alias))
+        return snap
+
+    def _chain(self, lvol):
+        """Names of the snapshots ``lvol`` reads from, nearest first."""
+        names = []
+        while lvol is not None and lvol.base_snapshot:
+            names.append(lvol.base_snapshot)
+            lvol = lvols.get(self.client,
+                             lvols.alias(lvol.lvs, lvol.base_snapshot))
+        return names
+
     def manage_existing_get_size(self, volume, existing_ref):
         """Size in whole GiB, rounded up; manage grows the lvol to it."""
         with errors.translated('size of %s' % existing_ref):
-            lvol = self._lvol_from_ref(existing_ref)
-        return int(math.ceil(lvol.size_bytes / float(lvols.GIB)))
+            return manageable.size_gb(self._volume_from_ref(existing_ref))
 
     def manage_existing(self, volume, existing_ref):
         """Rename the lvol after the volume, grow it to whole GiB, QoS."""
@@ -491,7 +540,7 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
         with locks.locked(locks.vlock(volume.id)), \
                 errors.translated('manage %s' % existing_ref), \
                 rollback.Rollback('manage %s' % existing_ref) as rb:
-            lvol = self._lvol_from_ref(existing_ref)
+            lvol = self._volume_from_ref(existing_ref)
             if self.exporter.users(lvol):
                 raise exception.ManageExistingInvalidReference(
                     existing_ref=existing_ref,
@@ -508,8 +557,63 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
                 errors.translated('unmanage volume %s' % volume.id):
             lvol = self._find(volume)
             if lvol is not None:
-                self.client.bdev_lvol_rename(lvol.alias,
-                                             'unmanaged-' + volume.name)
+                self.client.bdev_lvol_rename(
+                    lvol.alias, manageable.UNMANAGED_PREFIX + volume.name)
+
+    def manage_existing_snapshot_get_size(self, snapshot, existing_ref):
+        """Size in whole GiB of a snapshot lvol of the snapshot's volume."""
+        with errors.translated('size of %s' % existing_ref):
+            return manageable.size_gb(
+                self._snapshot_from_ref(snapshot, existing_ref))
+
+    def manage_existing_snapshot(self, snapshot, existing_ref):
+        """Rename a snapshot lvol the volume reads after the snapshot."""
+        with locks.locked(
+                locks.vlock(snapshot.volume_id),
+                locks.slock(snapshot.name)), \
+                errors.translated('manage snapshot %s' % existing_ref):
+            snap = self._snapshot_from_ref(snapshot, existing_ref)
+            if snap.name != snapshot.name:
+                self.client.bdev_lvol_rename(snap.alias, snapshot.name)
+            LOG.info('Snapshot %(id)s manages lvol %(alias)s',
+                     {'id': snapshot.id, 'alias': snap.alias})
+        return None
+
+    def unmanage_snapshot(self, snapshot):
+        """Keep the snapshot lvol, renamed; its clones keep reading it."""
+        with locks.locked(
+                locks.vlock(snapshot.volume_id),
+                locks.slock(snapshot.name)), \
+                errors.translated('unmanage snapshot %s' % snapshot.id):
+            snap = self._find(snapshot.volume, snapshot.name)
+            if snap is not None:
+                self.client.bdev_lvol_rename(
+                    snap.alias, manageable.UNMANAGED_PREFIX + snapshot.name)
+
+    def get_manageable_volumes(self, cinder_volumes, marker, limit, offset,
+                               sort_keys, sort_dirs):
+        """Every lvol that is not a snapshot, safe to manage or not."""
+        managed = {vol.name: vol.id for vol in cinder_volumes}
+        with errors.translated('list manageable volumes'):
+            entries = [
+                manageable.entry(lvol, managed, self.exporter.users(lvol))
+                for lvol in manageable.backend_lvols(self.client,
+                                                     self.lvstores)
+                if not lvol.is_snapshot]
+        return volume_utils.paginate_entries_list(
+            entries, marker, limit, offset, sort_keys, sort_dirs)
+
+    def get_manageable_snapshots(self, cinder_snapshots, marker, limit,
+                                 offset, sort_keys, sort_dirs):
+        """Every snapshot lvol, with a volume that reads it."""
+        managed = {snap.name: snap.id for snap in cinder_snapshots}
+        with errors.translated('list manageable snapshots'):
+            found = manageable.backend_lvols(self.client, self.lvstores)
+        by_alias = {lvol.alias: lvol for lvol in found}
+        entries = [manageable.snapshot_entry(lvol, managed, by_alias)
+                   for lvol in found if lvol.is_snapshot]
+        return volume_utils.paginate_entries_list(
+            entries, marker, limit, offset, sort_keys, sort_dirs)
 
     # -- QoS through retype ------------------------------------------------
 
@@ -602,14 +706,30 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
 
     # -- stats -------------------------------------------------------------
 
+    @staticmethod
+    def _provisioned(store, bdevs):
+        """Bytes the lvols of ``store`` may hold.
+
+        A volume its whole size; a snapshot, with or without a Cinder
+        record (hidden ones too), only the clusters it holds: it never
+        grows, and what it shares is counted once.
+        """
+        total = 0
+        for bdev in bdevs:
+            info = bdev.get('driver_specific', {}).get('lvol', {})
+            if info.get('lvol_store_uuid') != store['uuid']:
+                continue
+            if info.get('snapshot'):
+                total += ((info.get('num_allocated_clusters') or 0) *
+                          store['cluster_size'])
+            else:
+                total += bdev['num_blocks'] * bdev['block_size']
+        return total
+
     def _pool_stats(self, lvs, bdevs):
         store = self.client.bdev_lvol_get_lvstores(lvs_name=lvs)[0]
         cluster = store['cluster_size']
-        provisioned = sum(
-            b['num_blocks'] * b['block_size'] for b in bdevs
-            if b.get('driver_specific', {}).get('lvol', {}).get(
-                'lvol_store_uuid') == store['uuid'] and not
-            b['driver_specific']['lvol'].get('snapshot'))
+        provisioned = self._provisioned(store, bdevs)
         conf = self.configuration
         return {
             'pool_name': lvs,

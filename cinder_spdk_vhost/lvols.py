@@ -2,9 +2,10 @@
 
 Volumes and snapshots are named after their Cinder names (``volume-<id>``,
 ``snapshot-<id>``) so they can be found again from Cinder's records alone;
-the snapshot taken behind a cloned volume is "hidden" (no Cinder record)
-and carries :data:`HIDDEN_PREFIX` so it can be recognised and removed once
-no clone needs it; scratch lvols of image transfers carry
+the snapshot taken behind a cloned volume, and a deleted Cinder snapshot
+that volumes still depend on, are "hidden" (no Cinder record) and carry
+:data:`HIDDEN_PREFIX` so they can be recognised and removed once at most
+one lvol needs them; scratch lvols of image transfers carry
 :data:`TEMP_PREFIX`.
 """
 
@@ -48,6 +49,15 @@ def alias(lvs, name):
 def hidden_snapshot_name(volume_id):
     """The snapshot behind the clone that became volume ``volume_id``."""
     return HIDDEN_PREFIX + volume_id
+
+
+def retired_snapshot_name(lvol_uuid):
+    """The hidden name of a deleted snapshot that clones still need.
+
+    From the lvol's UUID, unique on its target, so it cannot collide
+    with another hidden snapshot (those of clones carry a volume id).
+    """
+    return HIDDEN_PREFIX + lvol_uuid
 
 
 def temp_name(kind, volume_id):

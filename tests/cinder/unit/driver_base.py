@@ -86,6 +86,15 @@ class DriverTestCase(base.CinderTestCase):
         self.driver.create_snapshot(snap)
         return snap
 
+    def snapshot_with_clones(self):
+        """A volume, its snapshot and two volumes made from it."""
+        volume = self.volume()
+        snap = self.snapshot(volume)
+        clones = [self.make_volume(), self.make_volume()]
+        for clone in clones:
+            self.driver.create_volume_from_snapshot(clone, snap)
+        return volume, snap, clones
+
 
 class ImageTestCase(DriverTestCase):
     """Plus Cinder's fake Glance, and a staging directory.

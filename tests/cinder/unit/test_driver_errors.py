@@ -200,12 +200,19 @@ class SnapshotErrorsTest(ErrorTableTestCase):
             lambda: (self.snapshot(self.volume()),),
             'delete_snapshot',
             ['bdev_get_bdevs', 'bdev_lvol_delete'],
-            # No snapshot lvol is success; one SPDK keeps is busy.
+            # No snapshot lvol is success; one SPDK refuses for its
+            # clones is hidden instead; an open one is busy.
             {('bdev_get_bdevs', rpc_exc.NotFound): OK,
              ('bdev_lvol_delete', rpc_exc.NotFound): OK,
-             ('bdev_lvol_delete', rpc_exc.NotPermitted):
-             exception.SnapshotIsBusy,
+             ('bdev_lvol_delete', rpc_exc.NotPermitted): OK,
              ('bdev_lvol_delete', rpc_exc.Busy): exception.SnapshotIsBusy})
+
+    def test_delete_snapshot_with_clones(self):
+        def prepare():
+            return (self.snapshot_with_clones()[1],)
+        self.check(prepare, 'delete_snapshot',
+                   ['bdev_get_bdevs', 'bdev_lvol_rename'],
+                   {('bdev_get_bdevs', rpc_exc.NotFound): OK})
 
     def test_create_volume_from_snapshot(self):
         vtype = self.make_type(QOS)

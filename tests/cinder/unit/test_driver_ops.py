@@ -9,6 +9,7 @@ from cinder import exception
 
 from cinder_spdk_vhost import driver as spdk_driver
 from cinder_spdk_vhost import lvols
+from os_brick_connector import exception as rpc_exc
 from tests.cinder import base
 from tests.cinder.unit import driver_base as dbase
 
@@ -127,13 +128,65 @@ class SnapshotTest(dbase.DriverTestCase):
         self.driver.delete_snapshot(self.make_snapshot(volume))
         self.assertEqual([volume.name], self.names())
 
-    def test_snapshot_with_clone_is_busy(self):
+    def test_snapshot_with_clones_is_hidden_at_once(self):
+        volume, snap, clones = self.snapshot_with_clones()
+        uuid = self.fake.lvol(self.alias(snap))['uuid']
+        hidden = lvols.retired_snapshot_name(uuid)
+        with self.assertLogs(spdk_driver.LOG.logger, 'INFO') as logs:
+            self.driver.delete_snapshot(snap)
+        self.assertIn('kept as hidden lvol %s/%s' % (dbase.LVS, hidden),
+                      logs.output[0])
+        self.assertEqual(sorted([volume.name, hidden] +
+                                [c.name for c in clones]), self.names())
+        # The same lvol, renamed: every clone still reads it.
+        self.assertEqual(uuid, self.fake.lvol(
+            '%s/%s' % (dbase.LVS, hidden))['uuid'])
+        for lvol in [volume] + clones:
+            self.assertEqual('%s/%s' % (dbase.LVS, hidden), self.fake.state()[
+                'lvols'][self.alias(lvol)]['parent'])
+        # A retry (the answer was lost) finds nothing left to do.
+        self.driver.delete_snapshot(snap)
+        self.assertIn(hidden, self.names())
+
+    def test_hidden_snapshot_goes_with_its_second_last_dependent(self):
+        volume, snap, clones = self.snapshot_with_clones()
+        self.driver.delete_snapshot(snap)
+        self.driver.delete_volume(clones[0])
+        self.assertEqual(3, len(self.names()))
+        # Cinder's cascade: the volume goes after its snapshots.
+        self.driver.delete_volume(volume)
+        self.assertEqual([clones[1].name], self.names())
+        self.assertIsNone(self.fake.state()['lvols'][
+            self.alias(clones[1])]['parent'])
+        self.driver.delete_volume(clones[1])
+        self.assertEqual([], self.names())
+
+    def test_spdk_refusing_the_delete_hides_the_snapshot(self):
         volume = self.volume()
         snap = self.snapshot(volume)
-        self.driver.create_volume_from_snapshot(self.make_volume(), snap)
-        self.assertRaises(exception.SnapshotIsBusy,
-                          self.driver.delete_snapshot, snap)
-        self.assertIn(snap.name, self.names())
+        self.fake.fail('bdev_lvol_delete', rpc_exc.NotPermitted)
+        self.driver.delete_snapshot(snap)
+        self.assertEqual([volume.name], [
+            n for n in self.names() if not lvols.is_hidden(n)])
+        self.assertEqual(1, len([n for n in self.names()
+                                 if lvols.is_hidden(n)]))
+
+    def test_start_sweeps_hidden_snapshots_no_longer_needed(self):
+        volume, snap, clones = self.snapshot_with_clones()
+        self.driver.delete_snapshot(snap)
+        # Dependents deleted behind the driver's back (or while
+        # cinder-volume was down): one, then none left.
+        self.fake.bdev_lvol_delete(self.alias(clones[0]))
+        self.fake.bdev_lvol_delete(self.alias(clones[1]))
+        self.make_driver()
+        self.assertEqual([volume.name], self.names())
+        other = self.volume()
+        hidden = lvols.HIDDEN_PREFIX + 'orphan'
+        self.fake.bdev_lvol_snapshot(self.alias(other), hidden)
+        self.fake.bdev_lvol_delete(self.alias(other))
+        self.assertEqual([hidden, volume.name], self.names())
+        self.make_driver()
+        self.assertEqual([volume.name], self.names())
 
     def test_volume_from_snapshot_is_a_grown_clone(self):
         snap = self.snapshot(self.volume())
@@ -324,7 +377,8 @@ class StatsTest(dbase.DriverTestCase):
              'storage_protocol': 'vhost-user'},
             {k: v for k, v in stats.items() if k != 'pools'})
         pool, = stats['pools']
-        # Snapshots are not provisioned space; 1024 clusters of 1 MiB.
+        # A snapshot counts only the clusters it holds (none here);
+        # 1024 clusters of 1 MiB.
         self.assertEqual((dbase.LVS, 5.0, 1.0, 1.0),
                          (pool['pool_name'],
                           pool['provisioned_capacity_gb'],
@@ -336,6 +390,20 @@ class StatsTest(dbase.DriverTestCase):
         self.assertFalse(pool['multiattach'])
         self.assertEqual('spdk_vhost:%s:%s' % (dbase.TARGET_ID, dbase.LVS),
                          pool['location_info'])
+
+    def test_snapshots_count_the_clusters_they_hold(self):
+        volume, snap, clones = self.snapshot_with_clones()
+        self.fake.lvol(self.alias(snap))['allocated'] = 300
+        self.driver.delete_snapshot(snap)
+        # Three 1 GiB volumes, and 300 MiB only the hidden snapshot holds.
+        self.assertEqual(3.29, self._provisioned())
+        for vol in [volume] + clones:
+            self.driver.delete_volume(vol)
+        self.assertEqual(0, self._provisioned())
+
+    def _provisioned(self):
+        return self.driver.get_volume_stats(
+            refresh=True)['pools'][0]['provisioned_capacity_gb']
 
     def test_cached_until_refresh(self):
         first = self.driver.get_volume_stats(refresh=True)
