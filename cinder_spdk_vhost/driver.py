@@ -127,16 +127,28 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
             self._sweep_hidden_snapshots()
 
     def _sweep_hidden_snapshots(self):
-        """Remove hidden snapshots no longer needed by two lvols.
+        """Remove hidden and deleted snapshots no longer needed by two lvols.
 
         Their last dependents may have gone while cinder-volume was down,
         or an interrupted run left them. SPDK stops listing a snapshot
-        with no clone as ``is_snapshot``: the name alone decides.
+        with no clone as ``is_snapshot``: the names alone decide.
         """
         for lvs in self.lvstores:
             for item in self.client.bdev_lvol_get_lvols(lvs_name=lvs):
-                if lvols.is_hidden(item['name']):
-                    self._drop_hidden(lvols.alias(lvs, item['name']))
+                name = item['name']
+                if lvols.is_hidden(name):
+                    self._drop_hidden(lvols.alias(lvs, name))
+                elif lvols.is_marker(name):
+                    self._sweep_marker(lvols.alias(lvs, name))
+
+    def _sweep_marker(self, alias):
+        uuid = alias.partition('/')[2][len(lvols.RETIRED_PREFIX):]
+        snap = lvols.get(self.client, uuid)
+        if snap is not None:
+            self._drop_hidden(snap.alias)
+        elif lvols.get(self.client, alias) is not None:
+            LOG.info('Deleting %s: the snapshot it marked is gone', alias)
+            self._delete_lvol(alias)
 
     # -- helpers ---------------------------------------------------------
 
@@ -255,28 +267,41 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
             self.client.bdev_lvol_resize(alias, wanted)
         self._apply_qos(alias, limits)
 
-    def _drop_hidden(self, alias):
-        """Delete hidden snapshot ``alias`` once at most one clone needs it.
+    def _marker(self, lvol):
+        """The marker of deleted snapshot ``lvol``, or None."""
+        return lvols.get(self.client, lvols.alias(
+            lvol.lvs, lvols.retired_marker_name(lvol.uuid)))
 
-        With one clone left SPDK folds the snapshot into it (metadata
-        only), so the hidden snapshot is gone as soon as no second user
-        exists; a parent that was hidden too is checked next. Returns the
-        first ancestor that is not hidden, if the walk got there.
+    def _drop_hidden(self, alias):
+        """Delete snapshot ``alias`` Cinder has no record of, if unneeded.
+
+        Hidden clone snapshots and deleted snapshots (with a marker) go;
+        with one clone left SPDK folds the snapshot into it (metadata
+        only). A parent that has no record either is checked next.
+        Returns the first ancestor that Cinder knows, if the walk got
+        there.
         """
         while alias:
             lvs, _sep, name = alias.partition('/')
-            if not lvols.is_hidden(name):
-                return alias
             with locks.locked(locks.slock(name)):
                 snap = lvols.get(self.client, alias)
-                if snap is None or len(snap.clones) > 1:
-                    return
+                if snap is None:
+                    return None
+                marker = None if lvols.is_hidden(name) else self._marker(snap)
+                if marker is None and not lvols.is_hidden(name):
+                    return alias
+                if len(snap.clones) > 1:
+                    return None
                 try:
                     self.client.bdev_lvol_delete(alias)
                 except (rpc_exc.NotPermitted, rpc_exc.NotFound) as err:
-                    LOG.debug('Keeping hidden snapshot %s: %s', alias, err)
-                    return
-            LOG.info('Deleted hidden clone snapshot %s', alias)
+                    LOG.debug('Keeping snapshot %s: %s', alias, err)
+                    return None
+                if marker is not None:
+                    self._delete_lvol(marker.alias)
+            LOG.info('Deleted %s %s: at most one lvol still needed it',
+                     'deleted snapshot' if marker else 'hidden clone snapshot',
+                     alias)
             parent = snap.base_snapshot
             alias = lvols.alias(lvs, parent) if parent else None
         return None
@@ -346,7 +371,7 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
                 errors.translated('create volume %s from snapshot %s'
                                   % (volume.id, snapshot.id)), \
                 rollback.Rollback('create volume %s' % volume.id) as rb:
-            snap = self._get(snapshot.volume, snapshot.name)
+            snap = self._get_snapshot(snapshot)
             alias = self._clone(snap.alias, volume, rb)
             self._finish(alias, volume, limits)
         return None
@@ -388,7 +413,7 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
                 rollback.Rollback('revert volume %s' % volume.id) as rb:
             old = self._get(volume)
             self._refuse_if_exported(old, volume)
-            snap = self._get(volume, snapshot.name)
+            snap = self._get_snapshot(snapshot)
             tmp_name = volume.name + '-revert'
             self.client.bdev_lvol_clone(snap.alias, tmp_name)
             tmp = lvols.alias(snap.lvs, tmp_name)
@@ -429,22 +454,36 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
             self.client.bdev_lvol_snapshot(lvol.alias, snapshot.name)
         return None
 
+    def _find_snapshot(self, snapshot):
+        """The lvol of ``snapshot``: by UUID when managed, else by name."""
+        if snapshot.obj_attr_is_set('provider_id') and snapshot.provider_id:
+            return lvols.get(self.client, snapshot.provider_id)
+        return self._find(snapshot.volume, snapshot.name)
+
+    def _get_snapshot(self, snapshot):
+        snap = self._find_snapshot(snapshot)
+        if snap is None:
+            raise exception.VolumeBackendAPIException(
+                data='lvol of snapshot %s not found' % snapshot.id)
+        return snap
+
     def delete_snapshot(self, snapshot):
-        """Delete a snapshot; with volumes still using it, hide it.
+        """Delete a snapshot; with volumes still using it, mark it.
 
         With at most one dependent lvol SPDK deletes it (folded into that
-        lvol: metadata only). With more, the lvol is renamed to a hidden
-        name instead, out of every Cinder view, and deleted when its last
-        dependent goes (:meth:`_drop_hidden`). Never decoupled: that
-        would copy the snapshot's data into every clone, time and space
-        growing with the volume size. A snapshot already hidden or gone
-        is success, so a retry after a lost answer does no harm.
+        lvol: metadata only). With more, it stays for them, marked as
+        deleted (see :func:`lvols.retired_marker_name`: SPDK cannot
+        rename a snapshot), and goes with its second-last dependent
+        (:meth:`_drop_hidden`). Never decoupled: that would copy its data
+        into every clone, time and space growing with the volume size.
+        A snapshot already marked or gone is success, so a retry after a
+        lost answer does no harm.
         """
         with locks.locked(
                 locks.vlock(snapshot.volume_id),
                 locks.slock(snapshot.name)), \
                 errors.translated('delete snapshot %s' % snapshot.id):
-            snap = self._find(snapshot.volume, snapshot.name)
+            snap = self._find_snapshot(snapshot)
             if snap is None:
                 LOG.info('Snapshot %s has no lvol; nothing to delete',
                          snapshot.id)
@@ -467,13 +506,23 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
                 self._release_parent(snap.lvs, snap.base_snapshot)
 
     def _retire(self, snap, snapshot):
-        """Hide snapshot lvol ``snap``: its clones keep reading it."""
-        hidden = lvols.retired_snapshot_name(snap.uuid)
-        self.client.bdev_lvol_rename(snap.alias, hidden)
+        """Mark snapshot lvol ``snap`` deleted; its clones keep reading it.
+
+        The marker is an empty thin lvol: metadata only, whatever the
+        volume size.
+        """
+        marker = lvols.retired_marker_name(snap.uuid)
+        try:
+            self.client.bdev_lvol_create(marker, 1, lvs_name=snap.lvs,
+                                         thin_provision=True)
+        except rpc_exc.AlreadyExists:
+            LOG.debug('Snapshot %s was already marked deleted', snap.alias)
         LOG.info('Snapshot %(id)s still has dependent lvols %(clones)s: '
-                 'kept as hidden lvol %(alias)s until only one is left',
+                 'lvol %(alias)s is kept, marked deleted by %(marker)s, '
+                 'until only one is left',
                  {'id': snapshot.id, 'clones': ', '.join(snap.clones),
-                  'alias': lvols.alias(snap.lvs, hidden)})
+                  'alias': snap.alias,
+                  'marker': lvols.alias(snap.lvs, marker)})
 
     # -- manage / unmanage ------------------------------------------------
 
@@ -567,28 +616,30 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
                 self._snapshot_from_ref(snapshot, existing_ref))
 
     def manage_existing_snapshot(self, snapshot, existing_ref):
-        """Rename a snapshot lvol the volume reads after the snapshot."""
+        """Adopt a snapshot lvol the volume reads, by its UUID.
+
+        SPDK cannot rename a snapshot, so the lvol keeps its name and
+        the snapshot records its UUID as ``provider_id``.
+        """
         with locks.locked(
                 locks.vlock(snapshot.volume_id),
                 locks.slock(snapshot.name)), \
                 errors.translated('manage snapshot %s' % existing_ref):
             snap = self._snapshot_from_ref(snapshot, existing_ref)
-            if snap.name != snapshot.name:
-                self.client.bdev_lvol_rename(snap.alias, snapshot.name)
-            LOG.info('Snapshot %(id)s manages lvol %(alias)s',
-                     {'id': snapshot.id, 'alias': snap.alias})
-        return None
+            if self._marker(snap) is not None:
+                raise exception.ManageExistingInvalidReference(
+                    existing_ref=existing_ref,
+                    reason='lvol %s is a deleted snapshot' % snap.alias)
+        LOG.info('Snapshot %(id)s manages lvol %(alias)s',
+                 {'id': snapshot.id, 'alias': snap.alias})
+        return {'provider_id': snap.uuid}
 
     def unmanage_snapshot(self, snapshot):
-        """Keep the snapshot lvol, renamed; its clones keep reading it."""
-        with locks.locked(
-                locks.vlock(snapshot.volume_id),
-                locks.slock(snapshot.name)), \
-                errors.translated('unmanage snapshot %s' % snapshot.id):
-            snap = self._find(snapshot.volume, snapshot.name)
-            if snap is not None:
-                self.client.bdev_lvol_rename(
-                    snap.alias, manageable.UNMANAGED_PREFIX + snapshot.name)
+        """Leave the snapshot lvol as it is (SPDK cannot rename it)."""
+        with errors.translated('unmanage snapshot %s' % snapshot.id):
+            snap = self._find_snapshot(snapshot)
+        LOG.info('Snapshot %(id)s unmanaged; lvol %(alias)s is kept',
+                 {'id': snapshot.id, 'alias': snap and snap.alias})
 
     def get_manageable_volumes(self, cinder_volumes, marker, limit, offset,
                                sort_keys, sort_dirs):
@@ -606,12 +657,14 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
     def get_manageable_snapshots(self, cinder_snapshots, marker, limit,
                                  offset, sort_keys, sort_dirs):
         """Every snapshot lvol, with a volume that reads it."""
-        managed = {snap.name: snap.id for snap in cinder_snapshots}
+        managed = {}
+        for snap in cinder_snapshots:
+            managed[snap.name] = snap.id
+            if snap.provider_id:
+                managed[snap.provider_id] = snap.id
         with errors.translated('list manageable snapshots'):
             found = manageable.backend_lvols(self.client, self.lvstores)
-        by_alias = {lvol.alias: lvol for lvol in found}
-        entries = [manageable.snapshot_entry(lvol, managed, by_alias)
-                   for lvol in found if lvol.is_snapshot]
+        entries = manageable.snapshot_entries(found, managed)
         return volume_utils.paginate_entries_list(
             entries, marker, limit, offset, sort_keys, sort_dirs)
 
@@ -711,13 +764,15 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
         """Bytes the lvols of ``store`` may hold.
 
         A volume its whole size; a snapshot, with or without a Cinder
-        record (hidden ones too), only the clusters it holds: it never
-        grows, and what it shares is counted once.
+        record (hidden and deleted ones too), only the clusters it holds:
+        it never grows, and what it shares is counted once. Markers of
+        deleted snapshots hold nothing.
         """
         total = 0
         for bdev in bdevs:
             info = bdev.get('driver_specific', {}).get('lvol', {})
-            if info.get('lvol_store_uuid') != store['uuid']:
+            if (info.get('lvol_store_uuid') != store['uuid'] or
+                    lvols.is_marker(lvols.from_bdev(bdev).name)):
                 continue
             if info.get('snapshot'):
                 total += ((info.get('num_allocated_clusters') or 0) *

@@ -2,11 +2,11 @@
 
 Volumes and snapshots are named after their Cinder names (``volume-<id>``,
 ``snapshot-<id>``) so they can be found again from Cinder's records alone;
-the snapshot taken behind a cloned volume, and a deleted Cinder snapshot
-that volumes still depend on, are "hidden" (no Cinder record) and carry
-:data:`HIDDEN_PREFIX` so they can be recognised and removed once at most
-one lvol needs them; scratch lvols of image transfers carry
-:data:`TEMP_PREFIX`.
+the snapshot taken behind a cloned volume is "hidden" (no Cinder record)
+and carries :data:`HIDDEN_PREFIX` so it can be recognised and removed once
+at most one lvol needs it; a deleted Cinder snapshot that clones still
+need is marked by an empty lvol named with :data:`RETIRED_PREFIX` for the
+same end; scratch lvols of image transfers carry :data:`TEMP_PREFIX`.
 """
 
 import collections
@@ -17,6 +17,7 @@ HIDDEN_PREFIX = 'clonesnap-'
 # Scratch lvols (and aio bdevs) of image transfers; any found at start-up
 # were left by an interrupted operation and are removed.
 TEMP_PREFIX = 'tmp-'
+RETIRED_PREFIX = 'retired-'
 MIB = 1024 * 1024
 GIB = 1024 * MIB
 
@@ -51,13 +52,20 @@ def hidden_snapshot_name(volume_id):
     return HIDDEN_PREFIX + volume_id
 
 
-def retired_snapshot_name(lvol_uuid):
-    """The hidden name of a deleted snapshot that clones still need.
+def retired_marker_name(lvol_uuid):
+    """The marker saying snapshot lvol ``lvol_uuid`` has no Cinder record.
 
-    From the lvol's UUID, unique on its target, so it cannot collide
-    with another hidden snapshot (those of clones carry a volume id).
+    SPDK cannot rename a snapshot (its metadata is read-only), so a
+    snapshot deleted while clones need it keeps its name, and this empty
+    thin lvol, named from its UUID (unique on the target), marks it for
+    deletion with its second-last dependent; the name persists in the
+    lvol store's metadata across target restarts.
     """
-    return HIDDEN_PREFIX + lvol_uuid
+    return RETIRED_PREFIX + lvol_uuid
+
+
+def is_marker(name):
+    return bool(name) and name.startswith(RETIRED_PREFIX)
 
 
 def temp_name(kind, volume_id):

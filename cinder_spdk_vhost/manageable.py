@@ -4,10 +4,11 @@
 lvol of the backend's lvol stores in the shape Cinder's own drivers
 (LVM, RBD) use: the reference to pass to manage, the size in whole GiB,
 whether it is safe to manage and why not, and the Cinder id of one
-already managed. The driver's own lvols (hidden snapshots, scratch lvols
-of image transfers, image cache bases) are listed as not safe with the
-reason, as RBD lists its clone snapshots: managing one would hand Cinder
-an lvol the driver deletes behind its back.
+already managed. The driver's own lvols (hidden snapshots, markers and the
+deleted snapshots they mark, scratch lvols of image transfers, image
+cache bases) are listed as not safe with the reason, as RBD lists its
+clone snapshots: managing one would hand Cinder an lvol the driver
+deletes behind its back.
 """
 
 import math
@@ -24,6 +25,8 @@ def own_lvol_reason(name):
     """Why lvol ``name`` is the driver's own and not manageable, or None."""
     if lvols.is_hidden(name):
         return 'hidden snapshot, deleted with its last dependent'
+    if lvols.is_marker(name):
+        return 'marks a deleted snapshot kept for its clones'
     if lvols.is_temp(name):
         return 'scratch lvol of an image transfer'
     if image_cache.is_base(name):
@@ -44,10 +47,12 @@ def backend_lvols(client, lvstores):
                   key=lambda lvol: lvol.alias)
 
 
-def entry(lvol, managed, in_use=()):
+def entry(lvol, managed, in_use=(), retired=False):
     """One manageable-list entry; ``managed`` maps lvol names to ids."""
-    cinder_id = managed.get(lvol.name)
+    cinder_id = managed.get(lvol.name) or managed.get(lvol.uuid)
     reason = own_lvol_reason(lvol.name)
+    if retired:
+        reason = 'deleted snapshot, kept for its clones'
     if cinder_id:
         reason = 'already managed'
     elif reason is None and in_use:
@@ -60,14 +65,23 @@ def entry(lvol, managed, in_use=()):
             'extra_info': None}
 
 
-def snapshot_entry(lvol, managed, by_alias):
+def snapshot_entries(found, managed):
+    """Entries for the snapshot lvols among ``found`` (every lvol)."""
+    by_alias = {lvol.alias: lvol for lvol in found}
+    retired = {lvol.name[len(lvols.RETIRED_PREFIX):] for lvol in found
+               if lvols.is_marker(lvol.name)}
+    return [snapshot_entry(lvol, managed, by_alias, lvol.uuid in retired)
+            for lvol in found if lvol.is_snapshot]
+
+
+def snapshot_entry(lvol, managed, by_alias, retired=False):
     """An entry for snapshot lvol ``lvol``, naming a volume it belongs to.
 
     SPDK does not record which lvol a snapshot was taken of: every lvol
     below it in the chain reads it. The source is the first volume found
     below (by name), the one to give ``snapshot-manage``.
     """
-    item = entry(lvol, managed)
+    item = entry(lvol, managed, retired=retired)
     source = first_volume_below(lvol, by_alias)
     item['source_reference'] = {'source-name': source and source.alias}
     item['extra_info'] = 'dependent lvols: %s' % ', '.join(

@@ -10,8 +10,9 @@ It keeps a few dicts (lvol stores, lvols, aio bdevs, NVMe-oF subsystems,
 vhost controllers) and the few behaviours the driver relies on: creating
 really creates, deleting really deletes, a snapshot takes its origin's
 place in the chain, deleting a snapshot with one clone folds it into
-that clone, and a QoS change on an idle bdev is EAGAIN. No data moves:
-the functional tests against a real SPDK target cover that.
+that clone, a snapshot cannot be renamed, and a QoS change on an idle
+bdev is EAGAIN. No data moves: the functional tests against a real
+SPDK target cover that.
 
 :meth:`FakeSpdk.fail` injects an error of a chosen class into one call
 of a chosen method, before that call changes anything.
@@ -379,6 +380,9 @@ class FakeSpdk(spdk_rpc_bdev.FrameworkMethods,
 
     def _rpc_bdev_lvol_rename(self, params):
         lvol = self._lvol(params['old_name'])
+        if lvol['frozen']:
+            # A snapshot's metadata is read-only (spdk_blob_set_xattr).
+            raise _errno(errno.EPERM, INVALID_PARAMS)
         self._taken(lvol['lvs'], params['new_name'], INVALID_PARAMS)
         lvol['name'] = params['new_name']
         return True

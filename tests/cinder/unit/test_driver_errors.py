@@ -211,8 +211,9 @@ class SnapshotErrorsTest(ErrorTableTestCase):
         def prepare():
             return (self.snapshot_with_clones()[1],)
         self.check(prepare, 'delete_snapshot',
-                   ['bdev_get_bdevs', 'bdev_lvol_rename'],
-                   {('bdev_get_bdevs', rpc_exc.NotFound): OK})
+                   ['bdev_get_bdevs', 'bdev_lvol_create'],
+                   {('bdev_get_bdevs', rpc_exc.NotFound): OK,
+                    ('bdev_lvol_create', rpc_exc.AlreadyExists): OK})
 
     def test_create_volume_from_snapshot(self):
         vtype = self.make_type(QOS)

@@ -128,31 +128,33 @@ class SnapshotTest(dbase.DriverTestCase):
         self.driver.delete_snapshot(self.make_snapshot(volume))
         self.assertEqual([volume.name], self.names())
 
-    def test_snapshot_with_clones_is_hidden_at_once(self):
+    def marker(self, snap):
+        return lvols.retired_marker_name(
+            self.fake.lvol(self.alias(snap))['uuid'])
+
+    def test_snapshot_with_clones_is_marked_deleted_at_once(self):
         volume, snap, clones = self.snapshot_with_clones()
-        uuid = self.fake.lvol(self.alias(snap))['uuid']
-        hidden = lvols.retired_snapshot_name(uuid)
+        marker = self.marker(snap)
         with self.assertLogs(spdk_driver.LOG.logger, 'INFO') as logs:
             self.driver.delete_snapshot(snap)
-        self.assertIn('kept as hidden lvol %s/%s' % (dbase.LVS, hidden),
+        self.assertIn('marked deleted by %s/%s' % (dbase.LVS, marker),
                       logs.output[0])
-        self.assertEqual(sorted([volume.name, hidden] +
+        self.assertEqual(sorted([volume.name, snap.name, marker] +
                                 [c.name for c in clones]), self.names())
-        # The same lvol, renamed: every clone still reads it.
-        self.assertEqual(uuid, self.fake.lvol(
-            '%s/%s' % (dbase.LVS, hidden))['uuid'])
+        # The snapshot is untouched: every clone still reads it.
         for lvol in [volume] + clones:
-            self.assertEqual('%s/%s' % (dbase.LVS, hidden), self.fake.state()[
+            self.assertEqual(self.alias(snap), self.fake.state()[
                 'lvols'][self.alias(lvol)]['parent'])
-        # A retry (the answer was lost) finds nothing left to do.
+        # A retry (the answer was lost) changes nothing.
+        before = self.fake.state()
         self.driver.delete_snapshot(snap)
-        self.assertIn(hidden, self.names())
+        self.assertEqual(before, self.fake.state())
 
-    def test_hidden_snapshot_goes_with_its_second_last_dependent(self):
+    def test_deleted_snapshot_goes_with_its_second_last_dependent(self):
         volume, snap, clones = self.snapshot_with_clones()
         self.driver.delete_snapshot(snap)
         self.driver.delete_volume(clones[0])
-        self.assertEqual(3, len(self.names()))
+        self.assertEqual(4, len(self.names()))
         # Cinder's cascade: the volume goes after its snapshots.
         self.driver.delete_volume(volume)
         self.assertEqual([clones[1].name], self.names())
@@ -161,30 +163,31 @@ class SnapshotTest(dbase.DriverTestCase):
         self.driver.delete_volume(clones[1])
         self.assertEqual([], self.names())
 
-    def test_spdk_refusing_the_delete_hides_the_snapshot(self):
+    def test_spdk_refusing_the_delete_marks_the_snapshot(self):
         volume = self.volume()
         snap = self.snapshot(volume)
         self.fake.fail('bdev_lvol_delete', rpc_exc.NotPermitted)
         self.driver.delete_snapshot(snap)
-        self.assertEqual([volume.name], [
-            n for n in self.names() if not lvols.is_hidden(n)])
-        self.assertEqual(1, len([n for n in self.names()
-                                 if lvols.is_hidden(n)]))
+        self.assertEqual(sorted([volume.name, snap.name, self.marker(snap)]),
+                         self.names())
 
-    def test_start_sweeps_hidden_snapshots_no_longer_needed(self):
+    def test_start_sweeps_snapshots_no_longer_needed(self):
         volume, snap, clones = self.snapshot_with_clones()
         self.driver.delete_snapshot(snap)
         # Dependents deleted behind the driver's back (or while
-        # cinder-volume was down): one, then none left.
-        self.fake.bdev_lvol_delete(self.alias(clones[0]))
-        self.fake.bdev_lvol_delete(self.alias(clones[1]))
+        # cinder-volume was down).
+        for clone in clones:
+            self.fake.bdev_lvol_delete(self.alias(clone))
         self.make_driver()
         self.assertEqual([volume.name], self.names())
+        # A hidden snapshot without any clone, a marker of nothing.
         other = self.volume()
         hidden = lvols.HIDDEN_PREFIX + 'orphan'
         self.fake.bdev_lvol_snapshot(self.alias(other), hidden)
         self.fake.bdev_lvol_delete(self.alias(other))
-        self.assertEqual([hidden, volume.name], self.names())
+        marker = lvols.retired_marker_name('gone')
+        self.fake.bdev_lvol_create(marker, 1, lvs_name=dbase.LVS)
+        self.assertEqual(sorted([hidden, marker, volume.name]), self.names())
         self.make_driver()
         self.assertEqual([volume.name], self.names())
 

@@ -22,21 +22,30 @@ class ManageSnapshotTest(dbase.DriverTestCase):
         self.fake.bdev_lvol_snapshot(self.alias(self.volume_), 'legacy-snap')
         self.later = self.snapshot(self.volume_)
 
-    def test_manage_renames_the_snapshot_lvol(self):
+    def manage(self, ref):
+        snap = self.make_snapshot(self.volume_)
+        update = self.driver.manage_existing_snapshot(snap, ref)
+        snap.update(update)
+        snap.save()
+        return snap
+
+    def test_manage_records_the_lvol_uuid(self):
         snap = self.make_snapshot(self.volume_)
         for ref in ({'source-name': 'lvs0/legacy-snap'},
                     {'source-name': 'legacy-snap'}):
             self.assertEqual(1, self.driver.manage_existing_snapshot_get_size(
                 snap, ref))
-        self.driver.manage_existing_snapshot(
-            snap, {'source-name': 'lvs0/legacy-snap'})
-        self.assertEqual(sorted([self.volume_.name, self.later.name,
-                                 snap.name]), self.names())
+        snap = self.manage({'source-name': 'lvs0/legacy-snap'})
+        # SPDK cannot rename a snapshot: found by its UUID from now on.
+        self.assertEqual(self.fake.lvol('lvs0/legacy-snap')['uuid'],
+                         snap.provider_id)
         # Cinder's operations on it work: a volume from it, deletion.
         clone = self.make_volume()
         self.driver.create_volume_from_snapshot(clone, snap)
-        self.driver.delete_snapshot(snap)
+        self.assertEqual('lvs0/legacy-snap', self.fake.state()['lvols'][
+            self.alias(clone)]['parent'])
         self.driver.delete_volume(clone)
+        self.driver.delete_snapshot(snap)
         self.assertEqual(sorted([self.volume_.name, self.later.name]),
                          self.names())
 
@@ -54,15 +63,21 @@ class ManageSnapshotTest(dbase.DriverTestCase):
                               {'source-name': '%s/%s' % (LVS, name)})
         self.assertEqual(before, self.names())
 
-    def test_unmanage_keeps_the_lvol_renamed(self):
+    def test_refuses_a_deleted_snapshot(self):
+        for clone in (self.make_volume(), self.make_volume()):
+            self.driver.create_volume_from_snapshot(clone, self.later)
+        self.driver.delete_snapshot(self.later)
+        self.assertRaises(exception.ManageExistingInvalidReference,
+                          self.manage, {'source-name': self.later.name})
+
+    def test_unmanage_keeps_the_lvol(self):
+        before = self.fake.state()
         self.driver.unmanage_snapshot(self.later)
-        self.assertIn('unmanaged-' + self.later.name, self.names())
-        self.assertNotIn(self.later.name, self.names())
+        self.assertEqual(before, self.fake.state())
         # And it can be managed again.
-        snap = self.make_snapshot(self.volume_)
-        self.driver.manage_existing_snapshot(snap, {
-            'source-name': 'unmanaged-' + self.later.name})
-        self.assertIn(snap.name, self.names())
+        snap = self.manage({'source-name': self.later.name})
+        self.assertEqual(self.fake.lvol(self.alias(self.later))['uuid'],
+                         snap.provider_id)
 
 
 class ManageableListTest(dbase.DriverTestCase):
@@ -131,9 +146,16 @@ class ManageableListTest(dbase.DriverTestCase):
         self.assertEqual((False, 'already managed', mine.id), tuple(
             got[self.alias(mine)][k] for k in (
                 'safe_to_manage', 'reason_not_safe', 'cinder_id')))
-        hidden, = [e for ref, e in got.items()
-                   if lvols.is_hidden(ref.partition('/')[2])]
-        self.assertFalse(hidden['safe_to_manage'])
-        self.assertIn('hidden snapshot', hidden['reason_not_safe'])
-        # Only snapshot lvols are listed.
+        retired = got[self.alias(gone)]
+        self.assertEqual(
+            (False, 'deleted snapshot, kept for its clones', None),
+            (retired['safe_to_manage'], retired['reason_not_safe'],
+             retired['cinder_id']))
+        # Only snapshot lvols are listed; the marker is a volume lvol.
         self.assertEqual(3, len(got))
+        marker = lvols.retired_marker_name(
+            self.fake.lvol(self.alias(gone))['uuid'])
+        self.assertEqual(
+            'marks a deleted snapshot kept for its clones',
+            _by_ref(self.listing('volumes'))[
+                '%s/%s' % (LVS, marker)]['reason_not_safe'])
