@@ -1,8 +1,7 @@
 """Bad input through the API: the documented error, a usable volume.
 
 See doc/source/admin/cinder-driver.rst for the errors: QoS keys SPDK
-cannot enforce are refused by name, a snapshot that volumes were created
-from is not deleted (``SnapshotIsBusy``).
+cannot enforce are refused by name.
 """
 
 from cinderclient import exceptions as cinder_exc
@@ -62,18 +61,3 @@ class TestBadInput(base.DeploymentTestCase):
         self.cinder.volumes.extend(vol, 3)
         self.assertEqual(3, self.wait_status(
             self.cinder.volumes, vol.id, 'available').size)
-
-    def test_delete_snapshot_with_clones_is_refused(self):
-        vol = self.create_volume(1)
-        snap = self.create_snapshot(vol.id)
-        child = self.create_volume(1, snapshot_id=snap.id)
-        self.cinder.volume_snapshots.delete(snap)
-        snap = self.wait_status(self.cinder.volume_snapshots, snap.id,
-                                'available')
-        self.assertIn('snapshot-%s' % snap.id, self.lvols())
-        self.assertIn('SnapshotIsBusy', self._volume_log())
-        self.assertNotEqual([], self._messages(snap.id))
-        # Everything stays usable: the snapshot and the volume made from it.
-        self.create_volume(1, snapshot_id=snap.id)
-        self.cinder.volumes.extend(child, 2)
-        self.wait_status(self.cinder.volumes, child.id, 'available')
