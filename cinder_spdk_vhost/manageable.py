@@ -84,8 +84,7 @@ def snapshot_entry(lvol, managed, by_alias, retired=False):
     item = entry(lvol, managed, retired=retired)
     source = first_volume_below(lvol, by_alias)
     item['source_reference'] = {'source-name': source and source.alias}
-    item['extra_info'] = 'dependent lvols: %s' % ', '.join(
-        sorted(lvol.clones))
+    item['extra_info'] = {'dependent_lvols': ', '.join(sorted(lvol.clones))}
     return item
 
 

@@ -1,8 +1,9 @@
 """Snapshots through the real Cinder API: deletion with clones, manage.
 
-A snapshot that volumes were made from is deleted at once: its lvol is
-hidden on the target and goes with its second-last dependent, while
-every clone keeps reading the snapshot's data (checked byte for byte
+A snapshot that volumes were made from is deleted at once: its lvol
+stays on the target, marked deleted (SPDK cannot rename a snapshot), and
+goes with its second-last dependent, while every clone keeps reading the
+snapshot's data (checked byte for byte
 over NVMe/TCP with spdk_dd). Snapshots and volumes are unmanaged,
 listed by ``manageable-list`` and managed back. The base class checks
 that nothing is left on the target.
@@ -43,8 +44,8 @@ class TestSnapshots(base.DeploymentTestCase):
         finally:
             dd.unexport(bdev)
 
-    def _hidden(self):
-        return sorted(n for n in self.lvols() if lvols.is_hidden(n))
+    def _markers(self):
+        return sorted(n for n in self.lvols() if lvols.is_marker(n))
 
     def _family(self, clones=2):
         """A volume with data, its snapshot, volumes made from it."""
@@ -60,24 +61,24 @@ class TestSnapshots(base.DeploymentTestCase):
 
     def test_snapshot_with_two_clones_deleted_at_once(self):
         vol, snap, made, data = self._family()
+        uuid = self.lvol(snap_name(snap))['name']
         self.delete_snapshot(snap.id)
-        self.assertNotIn(snap_name(snap), self.lvols())
-        hidden, = self._hidden()
+        self.assertEqual([lvols.retired_marker_name(uuid)], self._markers())
         for clone in made:
-            self.assertEqual(hidden, self.lvol(lvol_name(clone))[
+            self.assertEqual(snap_name(snap), self.lvol(lvol_name(clone))[
                 'driver_specific']['lvol']['base_snapshot'])
             self.assertEqual(data, self._dd(clone))
-        # Not offered for manage either: it is the driver's.
+        # Not offered for manage: Cinder deleted it.
         listed = {s.reference['source-name']: s for s in
                   self.admin_client().volume_snapshots.list_manageable(
                       self.deployment.host)}
-        entry = listed['%s/%s' % (base.LVS, hidden)]
-        self.assertFalse(entry.safe_to_manage)
-        self.assertIn('hidden', entry.reason_not_safe)
-        # The volumes go in any order; the last takes the hidden lvol.
+        entry = listed['%s/%s' % (base.LVS, snap_name(snap))]
+        self.assertEqual((False, 'deleted snapshot, kept for its clones'),
+                         (entry.safe_to_manage, entry.reason_not_safe))
+        # The volumes go in any order; the second-last takes the snapshot.
         self.delete_volume(vol.id)
         self.delete_volume(made[0].id)
-        self.assertEqual([], self._hidden())
+        self.assertEqual([lvol_name(made[1])], sorted(self.lvols()))
         self.assertEqual(data, self._dd(made[1]))
 
     def test_cascade_delete_of_a_volume_whose_snapshot_has_a_clone(self):
@@ -96,14 +97,15 @@ class TestSnapshots(base.DeploymentTestCase):
         snap = self.create_snapshot(vol.id)
         admin.volume_snapshots.unmanage(snap)
         self.wait_gone(self.cinder.volume_snapshots, snap.id)
-        kept = 'unmanaged-' + snap_name(snap)
-        self.assertIn(kept, self.lvols())
+        # Kept as it is: SPDK cannot rename a snapshot.
+        kept = '%s/%s' % (base.LVS, snap_name(snap))
+        self.assertIn(snap_name(snap), self.lvols())
 
         listed = {s.reference['source-name']: s for s in
                   admin.volume_snapshots.list_manageable(
                       self.deployment.host)}
-        entry = listed['%s/%s' % (base.LVS, kept)]
-        self.assertTrue(entry.safe_to_manage)
+        entry = listed[kept]
+        self.assertEqual((True, None), (entry.safe_to_manage, entry.cinder_id))
         self.assertEqual({'source-name': '%s/%s' % (base.LVS,
                                                     lvol_name(vol))},
                          entry.source_reference)
@@ -112,8 +114,15 @@ class TestSnapshots(base.DeploymentTestCase):
                         managed.id)
         self.wait_status(self.cinder.volume_snapshots, managed.id,
                          'available')
-        self.assertIn(snap_name(managed), self.lvols())
-        self.assertNotIn(kept, self.lvols())
+        listed = {s.reference['source-name']: s for s in
+                  admin.volume_snapshots.list_manageable(
+                      self.deployment.host)}
+        self.assertEqual((False, 'already managed', managed.id),
+                         (listed[kept].safe_to_manage,
+                          listed[kept].reason_not_safe,
+                          listed[kept].cinder_id))
+        # Cinder uses it: a volume made from the adopted snapshot.
+        self.create_volume(1, snapshot_id=managed.id)
 
         volumes = {v.reference['source-name']: v for v in
                    admin.volumes.list_manageable(self.deployment.host)}

@@ -1,6 +1,7 @@
 """Manage and unmanage of snapshots, and the manageable lists."""
 
 from cinder import exception
+from cinder import objects
 
 from cinder_spdk_vhost import image_cache
 from cinder_spdk_vhost import lvols
@@ -86,8 +87,13 @@ class ManageableListTest(dbase.DriverTestCase):
         args = dict(marker=None, limit=1000, offset=0,
                     sort_keys=['reference'], sort_dirs=['asc'])
         args.update(kwargs)
-        return getattr(self.driver, 'get_manageable_' + what)(
+        entries = getattr(self.driver, 'get_manageable_' + what)(
             list(managed), **args)
+        # What cinder-volume does with them: they must fit its objects.
+        cls = (objects.ManageableVolumeList if what == 'volumes'
+               else objects.ManageableSnapshotList)
+        cls.from_primitives(self.ctxt, entries)
+        return entries
 
     def test_volumes(self):
         managed = self.volume()
