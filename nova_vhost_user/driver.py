@@ -7,6 +7,8 @@ the volume connector), so the supported way in is this subclass, run by
 ``compute_driver = spdk_vhost.LibvirtVhostUserDriver``.
 """
 
+import functools
+
 from nova import exception
 from nova.virt import block_device as driver_block_device
 from nova.virt.libvirt import driver as libvirt_driver
@@ -16,6 +18,7 @@ from nova_vhost_user import brick
 from nova_vhost_user import exception as vhost_exception
 from nova_vhost_user import libvirt_config
 from nova_vhost_user import memory
+from nova_vhost_user import migration
 from nova_vhost_user import reactors
 from nova_vhost_user import volume
 from os_brick_connector import config as brick_config
@@ -130,6 +133,34 @@ class LibvirtVhostUserDriver(libvirt_driver.LibvirtDriver):
         if guest is not None and guest.is_active():
             return memory.domain_problem(guest.get_xml_desc())
         return memory.instance_problem(instance)
+
+    def check_can_live_migrate_source(self, context, instance,
+                                      dest_check_data,
+                                      block_device_info=None):
+        """Refuse hyperconverged volumes first: they cannot move."""
+        problem = migration.local_volume_problem(block_device_info)
+        if problem:
+            raise exception.MigrationPreCheckError(reason=problem)
+        return super().check_can_live_migrate_source(
+            context, instance, dest_check_data,
+            block_device_info=block_device_info)
+
+    def _live_migration_operation(self, context, instance, dest,
+                                  block_migration, migrate_data, guest,
+                                  device_names):
+        """Send the destination's vhost sockets in the domain XML.
+
+        Nova's own rewrite of volume disks skips vhostuser ones (it
+        matches ``<serial>``, which they cannot have): see
+        :mod:`nova_vhost_user.migration`.
+        """
+        if migration.has_vhost_volumes(migrate_data):
+            guest = migration.DestinationXmlGuest(guest, functools.partial(
+                migration.update_vhost_disks, bdms=migrate_data.bdms,
+                get_volume_config=self._get_volume_config))
+        return super()._live_migration_operation(
+            context, instance, dest, block_migration, migrate_data, guest,
+            device_names)
 
     def extend_volume(self, context, connection_info, instance,
                       requested_size):
