@@ -15,6 +15,7 @@ from cinder import interface
 from cinder.volume import driver
 from cinder.volume import volume_types
 from cinder.volume import volume_utils
+from os_brick.initiator import connector as brick_connector
 from oslo_log import log
 
 from cinder_spdk_vhost import errors
@@ -24,6 +25,7 @@ from cinder_spdk_vhost import image_ops
 from cinder_spdk_vhost import locks
 from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import manageable
+from cinder_spdk_vhost import migration
 from cinder_spdk_vhost import options
 from cinder_spdk_vhost import qos
 from cinder_spdk_vhost import qos_apply
@@ -39,6 +41,11 @@ from os_brick_connector import validation as brick_validation
 LOG = log.getLogger(__name__)
 
 VERSION = '1.0.0'
+HOST_COPY_REFUSED = (
+    'volumes of the spdk_vhost backend move only between the lvol stores '
+    '(pools) of their own SPDK target: Cinder\'s generic migration '
+    'attaches the volume on the cinder-volume host through os-brick, '
+    'which has no spdk_vhost connector')
 
 
 @interface.volumedriver
@@ -668,22 +675,135 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
         return volume_utils.paginate_entries_list(
             entries, marker, limit, offset, sort_keys, sort_dirs)
 
-    # -- QoS through retype ------------------------------------------------
+    # -- retype and migration -----------------------------------------------
 
     def retype(self, ctxt, volume, new_type, diff, host):
-        """Change QoS in place; any other move is left to migration."""
-        backend = volume_utils.extract_host(volume.host, 'backend')
-        if (volume_utils.extract_host(host['host'], 'backend') != backend or
-                volume_utils.extract_host(host['host'], 'pool') !=
-                self._pool(volume)):
+        """Change QoS in place, or move a detached volume to another pool.
+
+        A move to another backend, or of an attached volume, is left to
+        Cinder's migration (``False``).
+        """
+        dest = self._destination(volume, host)
+        if dest is None:
             return False, None
         limits = self._limits(new_type['id'] if new_type else None,
                               volume.size)
+        if dest != self._pool(volume):
+            if self._attached(volume):
+                LOG.info('Volume %(vol)s is attached: the driver does not '
+                         'move it to pool %(pool)s',
+                         {'vol': volume.id, 'pool': dest})
+                return False, None
+            return self._move(volume, dest, limits), None
         with locks.locked(locks.vlock(volume.id)), \
                 errors.translated('retype volume %s' % volume.id), \
                 rollback.Rollback('retype volume %s' % volume.id) as rb:
             self._apply_qos(self._get(volume).alias, limits, rb)
         return True, None
+
+    def migrate_volume(self, context, volume, host):
+        """Move a volume to another lvol store of this target.
+
+        SPDK copies the allocated clusters (see :mod:`migration`).
+        ``(False, None)`` for any other destination or an lvol SPDK
+        cannot copy: Cinder then tries its generic migration, which
+        :meth:`before_volume_copy` refuses.
+        """
+        dest = self._destination(volume, host)
+        if dest is None:
+            LOG.info('Volume %(vol)s: %(host)s is not a pool of this '
+                     'backend; left to Cinder\'s generic migration',
+                     {'vol': volume.id, 'host': host.get('host')})
+            return False, None
+        limits = self._limits(volume.volume_type_id, volume.size)
+        return self._move(volume, dest, limits), None
+
+    def _destination(self, volume, host):
+        """The lvol store of this backend ``host`` names, or None."""
+        target = host.get('host') or ''
+        backend = volume_utils.extract_host(volume.host, 'backend')
+        pool = volume_utils.extract_host(target, 'pool')
+        if (volume_utils.extract_host(target, 'backend') != backend or
+                (pool and pool not in self.lvstores)):
+            return None
+        location = (host.get('capabilities') or {}).get('location_info')
+        if location and location != 'spdk_vhost:%s:%s' % (
+                self.target_id, pool or self.lvstores[0]):
+            return None
+        return pool or self.lvstores[0]
+
+    @staticmethod
+    def _attached(volume):
+        return bool(volume.volume_attachment) or (
+            volume.previous_status == 'in-use')
+
+    def _move(self, volume, dest, limits):
+        """Copy the volume's lvol into store ``dest``, then drop the old.
+
+        True when the volume is in ``dest`` (already, on a retry), False
+        when SPDK cannot copy it. The old lvol is deleted last; until
+        then any failure deletes the copy and leaves the volume as it
+        was.
+        """
+        what = 'migrate volume %s to %s' % (volume.id, dest)
+        with locks.locked(locks.vlock(volume.id)), errors.translated(what):
+            lvol = self._get(volume)
+            if lvol.lvs == dest:
+                LOG.info('Volume %(vol)s is already in %(dest)s',
+                         {'vol': volume.id, 'dest': dest})
+                return True
+            reason = migration.unmovable_reason(self.client, lvol)
+            if reason:
+                LOG.warning('Volume %(vol)s cannot be moved by the driver: '
+                            '%(reason)s', {'vol': volume.id,
+                                           'reason': reason})
+                return False
+            self._refuse_if_exported(lvol, volume)
+            # A copy an interrupted attempt completed, never adopted.
+            self._delete_lvol(lvols.alias(dest, volume.name))
+            parents = [locks.slock(item.name)
+                       for item in migration.chain(self.client, lvol)]
+            with locks.locked(*parents), \
+                    rollback.Rollback(what) as rb, \
+                    rollback.Cleanup(what) as tmp:
+                copied = migration.copy(
+                    self.client, lvol, volume.id, dest,
+                    self.configuration.spdk_image_copy_timeout, rb, tmp)
+                alias = self._rename(copied, volume.name, rb)
+                if not self.configuration.spdk_thin_provision:
+                    self.client.bdev_lvol_inflate(alias)
+                self._apply_qos(alias, limits)
+                self._delete_source(lvol)
+            self._release_parent(lvol.lvs, lvol.base_snapshot)
+            self._persist()
+        LOG.info('Volume %(vol)s moved from %(old)s to %(new)s',
+                 {'vol': volume.id, 'old': lvol.alias, 'new': alias})
+        return True
+
+    def _delete_source(self, lvol):
+        """Delete the moved volume's old lvol: the point of no return.
+
+        Raises only if it is still there, so a lost answer does not roll
+        back (delete) the only copy left.
+        """
+        try:
+            self.client.bdev_lvol_delete(lvol.alias)
+        except rpc_exc.SpdkRpcError:
+            if lvols.get(self.client, lvol.uuid) is not None:
+                raise
+            LOG.info('%s is gone although its deletion failed', lvol.alias)
+
+    def before_volume_copy(self, context, src_vol, dest_vol, remote=None):
+        """Refuse Cinder's generic (host-assisted) migration early.
+
+        It would attach the volume on this cinder-volume host through an
+        os-brick connector for ``spdk_vhost``, which os-brick does not
+        have; refusing here, before any copy, lets Cinder delete the
+        volume it made for the copy. See :meth:`initialize_connection`
+        for migrations into this backend.
+        """
+        if 'SPDK_VHOST' not in brick_connector.get_connector_mapping():
+            raise exception.VolumeMigrationFailed(reason=HOST_COPY_REFUSED)
 
     # -- export ----------------------------------------------------------
 
@@ -712,6 +832,7 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
         * ``nqn``: the compute host's NVMe host NQN; the only host the
           volume's NVMe-oF subsystem admits (required unless local).
         """
+        self._refuse_host_copy(volume, connector)
         validation.check_connector(connector,
                                    need_nqn=not self._is_local(connector),
                                    need_target_id=True)
@@ -731,6 +852,21 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
                                                  host_nqn, rb))
                 self._persist()
         return {'driver_volume_type': 'spdk_vhost', 'data': data}
+
+    @staticmethod
+    def _refuse_host_copy(volume, connector):
+        """Say why a generic migration into this backend cannot attach.
+
+        Its new volume (``migration_status`` ``target:<id>``) is attached
+        on the migrating cinder-volume host, which reports no SPDK
+        identity; without this the error would blame nova-compute.
+        """
+        status = (volume.migration_status
+                  if volume.obj_attr_is_set('migration_status') else None)
+        if (status or '').startswith('target:') and not (
+                isinstance(connector, dict) and
+                connector.get('spdk_target_id')):
+            raise exception.VolumeMigrationFailed(reason=HOST_COPY_REFUSED)
 
     @staticmethod
     def _read_only(volume):

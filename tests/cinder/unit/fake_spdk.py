@@ -338,10 +338,13 @@ class FakeSpdk(spdk_rpc_bdev.FrameworkMethods,
     def _rpc_bdev_lvol_snapshot(self, params):
         origin = self._lvol(params['lvol_name'])
         self._taken(origin['lvs'], params['snapshot_name'], INVALID_PARAMS)
+        # The snapshot takes over the origin's clusters: no new space.
+        thin, origin['thin'] = origin['thin'], True
         snap = self._add(origin['lvs'], params['snapshot_name'],
-                         origin['size'], origin['thin'], frozen=True,
-                         parent=origin['parent'], esnap=origin['esnap'])
-        origin.update(parent=snap['uuid'], esnap=None, thin=True)
+                         origin['size'], thin, frozen=True,
+                         parent=origin['parent'], esnap=origin['esnap'],
+                         allocated=origin.get('allocated', 0))
+        origin.update(parent=snap['uuid'], esnap=None, allocated=0)
         return snap['uuid']
 
     def _rpc_bdev_lvol_clone(self, params):
@@ -388,16 +391,35 @@ class FakeSpdk(spdk_rpc_bdev.FrameworkMethods,
         return True
 
     def _rpc_bdev_lvol_start_shallow_copy(self, params):
+        """Done at once; a refused copy is only seen in its report.
+
+        As SPDK v26.05: a missing destination is refused at the start, a
+        writable source (EPERM) or a destination smaller than the source
+        (EINVAL) in the check. Into an lvol, the source's allocated
+        clusters become allocated there (at most its size).
+        """
         src = self._lvol(params['src_lvol_name'])
-        if not (src['frozen'] or src['read_only']):
-            raise _errno(errno.EINVAL, INVALID_PARAMS)
-        if params['dst_bdev_name'] not in self.aio:
+        name = params['dst_bdev_name']
+        dst = self._find_lvol(name)
+        if name not in self.aio and dst is None:
             raise _errno(errno.ENODEV, INVALID_PARAMS)
+        size = self.aio[name]['size'] if dst is None else dst['size']
         op_id = len(self.copies)
         clusters = src['size'] // MIB
-        self.copies[op_id] = {'state': 'complete',
-                              'copied_clusters': clusters,
-                              'total_clusters': clusters}
+        if not (src['frozen'] or src['read_only']):
+            report = {'state': 'error', 'error': os.strerror(errno.EPERM)}
+        elif size < src['size']:
+            report = {'state': 'error', 'error': os.strerror(errno.EINVAL)}
+        else:
+            report = {'state': 'complete', 'copied_clusters': clusters,
+                      'total_clusters': clusters}
+            if dst is not None:
+                dst['allocated'] = min(
+                    dst['size'] // MIB,
+                    dst.get('allocated', 0) + src.get('allocated', 0))
+        report.setdefault('copied_clusters', 0)
+        report.setdefault('total_clusters', 0)
+        self.copies[op_id] = report
         return {'operation_id': op_id}
 
     def _rpc_bdev_lvol_check_shallow_copy(self, params):

@@ -188,6 +188,31 @@ class VolumeErrorsTest(ErrorTableTestCase):
              'bdev_set_qos_limit#1', 'bdev_get_bdevs#3'])
 
 
+class MigrationErrorsTest(ErrorTableTestCase):
+
+    lvstores = (dbase.LVS, 'lvs1')
+
+    def test_migrate_volume(self):
+        vtype = self.make_type(QOS)
+        # Deletes: a stale copy, the scratch lvols of an interrupted try,
+        # the old lvol, then the temporary snapshot (a failure there is
+        # logged; the next start sweeps it).
+        expect = {('bdev_lvol_delete#4', cls): OK
+                  for cls in fake_spdk.ALL_ERRORS}
+        expect.update({('bdev_lvol_delete', rpc_exc.NotFound): OK,
+                       ('bdev_set_qos_limit', rpc_exc.TryAgain): OK})
+        self.check(
+            lambda: (self.ctxt, self.volume(vtype=vtype),
+                     {'host': dbase.base.HOST + '#lvs1'}),
+            'migrate_volume',
+            ['bdev_get_bdevs', 'vhost_get_controllers',
+             'nvmf_get_subsystems', 'bdev_lvol_delete', 'bdev_lvol_create',
+             'bdev_lvol_snapshot', 'bdev_lvol_start_shallow_copy',
+             'bdev_lvol_check_shallow_copy', 'bdev_lvol_rename',
+             'bdev_set_qos_limit', 'bdev_lvol_delete#3',
+             'bdev_lvol_delete#4'], expect)
+
+
 class SnapshotErrorsTest(ErrorTableTestCase):
 
     def test_create_snapshot(self):
