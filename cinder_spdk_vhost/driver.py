@@ -15,7 +15,6 @@ from cinder import interface
 from cinder.volume import driver
 from cinder.volume import volume_types
 from cinder.volume import volume_utils
-from os_brick.initiator import connector as brick_connector
 from oslo_log import log
 
 from cinder_spdk_vhost import errors
@@ -42,10 +41,12 @@ LOG = log.getLogger(__name__)
 
 VERSION = '1.0.0'
 HOST_COPY_REFUSED = (
-    'volumes of the spdk_vhost backend move only between the lvol stores '
-    '(pools) of their own SPDK target: Cinder\'s generic migration '
-    'attaches the volume on the cinder-volume host through os-brick, '
-    'which has no spdk_vhost connector')
+    'Cinder\'s generic (host-assisted) migration cannot move spdk_vhost '
+    'volumes: it attaches them on the cinder-volume host through os-brick, '
+    'which has no spdk_vhost connector, or, for an attached volume, asks '
+    'Nova to swap the disk, which vhost-user disks do not support. A '
+    'detached volume moves between the lvol stores (pools) of its own SPDK '
+    'target only')
 
 
 @interface.volumedriver
@@ -328,6 +329,7 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
 
     def create_volume(self, volume):
         validation.check_volume(volume)
+        self._refuse_host_copy(volume)
         limits = self._limits(volume.volume_type_id, volume.size)
         with locks.locked(locks.vlock(volume.id)), \
                 errors.translated('create volume %s' % volume.id), \
@@ -794,15 +796,23 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
             LOG.info('%s is gone although its deletion failed', lvol.alias)
 
     def before_volume_copy(self, context, src_vol, dest_vol, remote=None):
-        """Refuse Cinder's generic (host-assisted) migration early.
+        """Refuse Cinder's generic migration of a volume of this backend.
 
-        It would attach the volume on this cinder-volume host through an
-        os-brick connector for ``spdk_vhost``, which os-brick does not
-        have; refusing here, before any copy, lets Cinder delete the
-        volume it made for the copy. See :meth:`initialize_connection`
-        for migrations into this backend.
+        Called on the source's backend once the destination volume is
+        made, before any copy; Cinder then deletes that volume.
         """
-        if 'SPDK_VHOST' not in brick_connector.get_connector_mapping():
+        raise exception.VolumeMigrationFailed(reason=HOST_COPY_REFUSED)
+
+    @staticmethod
+    def _refuse_host_copy(volume):
+        """Refuse to be the new volume of Cinder's generic migration.
+
+        Its ``migration_status`` is ``target:<source id>``: refused
+        before anything is made or copied, whatever the source backend.
+        """
+        status = (volume.migration_status
+                  if volume.obj_attr_is_set('migration_status') else None)
+        if (status or '').startswith('target:'):
             raise exception.VolumeMigrationFailed(reason=HOST_COPY_REFUSED)
 
     # -- export ----------------------------------------------------------
@@ -832,7 +842,6 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
         * ``nqn``: the compute host's NVMe host NQN; the only host the
           volume's NVMe-oF subsystem admits (required unless local).
         """
-        self._refuse_host_copy(volume, connector)
         validation.check_connector(connector,
                                    need_nqn=not self._is_local(connector),
                                    need_target_id=True)
@@ -852,21 +861,6 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
                                                  host_nqn, rb))
                 self._persist()
         return {'driver_volume_type': 'spdk_vhost', 'data': data}
-
-    @staticmethod
-    def _refuse_host_copy(volume, connector):
-        """Say why a generic migration into this backend cannot attach.
-
-        Its new volume (``migration_status`` ``target:<id>``) is attached
-        on the migrating cinder-volume host, which reports no SPDK
-        identity; without this the error would blame nova-compute.
-        """
-        status = (volume.migration_status
-                  if volume.obj_attr_is_set('migration_status') else None)
-        if (status or '').startswith('target:') and not (
-                isinstance(connector, dict) and
-                connector.get('spdk_target_id')):
-            raise exception.VolumeMigrationFailed(reason=HOST_COPY_REFUSED)
 
     @staticmethod
     def _read_only(volume):

@@ -193,12 +193,9 @@ class HostCopyTest(MigrationTestCase):
         self.assertIn(spdk_driver.HOST_COPY_REFUSED, str(err))
 
     def test_into_this_backend(self):
+        """Its new volume, from any backend, is not even made."""
         volume = self.make_volume(migration_status='target:x')
-        self.driver.create_volume(volume)
-        host = {'host': 'storage', 'initiator': 'iqn.1993-08.org.debian:1',
-                'nqn': dbase.HOST_NQN}
-        err = self.assertRaises(
-            exception.VolumeMigrationFailed,
-            self.driver.initialize_connection, volume, host)
+        err = self.assertRaises(exception.VolumeMigrationFailed,
+                                self.driver.create_volume, volume)
         self.assertIn(spdk_driver.HOST_COPY_REFUSED, str(err))
-        self.assertEqual({}, self.fake.subsystems)
+        self.assertEqual([], sorted(self.fake.lvols))
