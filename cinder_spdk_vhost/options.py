@@ -90,8 +90,10 @@ driver_opts = [
     cfg.IntOpt('spdk_image_copy_timeout',
                default=3600,
                min=1,
-               help='Seconds to wait for the SPDK shallow copy of a volume '
-                    'to an image file before giving up.'),
+               help='Seconds to wait for one SPDK shallow copy before '
+                    'giving up: of a volume to an image file, or of one '
+                    'lvol (the volume or a snapshot it reads) when a '
+                    'volume moves to another lvol store.'),
     cfg.BoolOpt('spdk_image_cache_enabled',
                 default=False,
                 help='Make volumes from an image as thin clones of one '

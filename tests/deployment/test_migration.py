@@ -1,0 +1,139 @@
+"""Volume migration and retype between pools through the real Cinder API.
+
+``cinder migrate`` and ``cinder retype --migration-policy on-demand``
+move a volume from lvol store lvs0 to lvs1 of the deployment's target
+(the driver's own copy, SPDK's shallow copy); the data is read back over
+NVMe/TCP with spdk_dd and the new lvol holds no more clusters than the
+old one. Cinder's generic (host-assisted) migration is refused and the
+volume stays where it was, unchanged. The base class checks that
+nothing is left on the target.
+"""
+
+import os
+import time
+
+import fixtures
+
+from testbed import spdk_dd
+from tests.deployment import base
+from tests.deployment import test_lifecycle
+
+MIB = 1024 * 1024
+LENGTH = 2 * MIB
+FAR = 600 * MIB
+LVS1 = 'lvs1'
+lvol_name = test_lifecycle.lvol_name
+
+
+class TestMigration(base.DeploymentTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.tmp = self.useFixture(fixtures.TempDir()).path
+
+    def _dd(self, bdev, offset, data=None):
+        """Write ``data`` at ``offset`` of lvol ``bdev``, or read it."""
+        dd = spdk_dd.NvmfDd(self.deployment.target, self.tmp)
+        try:
+            if data is None:
+                return dd.read(bdev, offset, LENGTH)
+            dd.write(bdev, offset, data)
+        finally:
+            dd.unexport(bdev)
+
+    def _fill(self, volume):
+        """Two regions of data; what reading them gives."""
+        bdev = '%s/%s' % (base.LVS, lvol_name(volume))
+        data = [os.urandom(LENGTH), os.urandom(LENGTH)]
+        self._dd(bdev, 0, data[0])
+        self._dd(bdev, FAR, data[1])
+        return data, self._allocated(volume, base.LVS)
+
+    def _allocated(self, volume, lvs):
+        lvol = self.lvol(lvol_name(volume), lvs)
+        return lvol['driver_specific']['lvol']['num_allocated_clusters']
+
+    def _check_moved(self, volume, data, allocated):
+        bdev = '%s/%s' % (LVS1, lvol_name(volume))
+        self.assertEqual(data, [self._dd(bdev, 0), self._dd(bdev, FAR)])
+        self.assertEqual(allocated, self._allocated(volume, LVS1))
+        self.assertNotIn(lvol_name(volume), self.lvols(base.LVS))
+
+    def _wait_migration(self, volume_id, timeout=base.TIMEOUT):
+        """The volume once its migration ended (success or error)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            vol = self.admin_client().volumes.get(volume_id)
+            state = getattr(vol, 'os-vol-mig-status-attr:migstat')
+            if state in ('success', 'error') and vol.status in (
+                    'available', 'in-use', 'error'):
+                return vol
+            if time.monotonic() > deadline:
+                self.fail('volume %s: migration %s, status %s after %ss'
+                          % (volume_id, state, vol.status, timeout))
+            time.sleep(0.5)
+
+    def _host(self, volume):
+        return getattr(volume, 'os-vol-host-attr:host')
+
+    def test_migrate_to_the_other_pool(self):
+        vtype = self.make_type(qos={'total_iops_sec': '3000'})
+        vol = self.create_volume(1, volume_type=vtype.id)
+        self.assertEqual(self.deployment.host + '#' + base.LVS,
+                         self._host(vol))
+        data, allocated = self._fill(vol)
+        self.admin_client().volumes.migrate_volume(
+            vol, self.deployment.host + '#' + LVS1, False, False)
+        vol = self._wait_migration(vol.id)
+        self.assertEqual(('success', 'available',
+                          self.deployment.host + '#' + LVS1),
+                         (getattr(vol, 'os-vol-mig-status-attr:migstat'),
+                          vol.status, self._host(vol)))
+        self._check_moved(vol, data, allocated)
+        limits = self.lvol(lvol_name(vol), LVS1)['assigned_rate_limits']
+        self.assertEqual(3000, limits['rw_ios_per_sec'])
+
+    def test_retype_on_demand_to_a_type_of_the_other_pool(self):
+        old = self.make_type(qos={'total_iops_sec': '1000'})
+        new = self.make_type(qos={'total_iops_sec': '4000'},
+                             extra_specs={'pool_name': LVS1})
+        vol = self.create_volume(1, volume_type=old.id)
+        data, allocated = self._fill(vol)
+        self.cinder.volumes.retype(vol, new.id, 'on-demand')
+        deadline = time.monotonic() + base.TIMEOUT
+        while True:
+            vol = self.admin_client().volumes.get(vol.id)
+            if vol.volume_type == new.name and vol.status == 'available':
+                break
+            if vol.status == 'error' or time.monotonic() > deadline:
+                self.fail('retype: %s, type %s' % (vol.status,
+                                                   vol.volume_type))
+            time.sleep(0.5)
+        self.assertEqual(self.deployment.host + '#' + LVS1, self._host(vol))
+        self._check_moved(vol, data, allocated)
+        limits = self.lvol(lvol_name(vol), LVS1)['assigned_rate_limits']
+        self.assertEqual(4000, limits['rw_ios_per_sec'])
+
+    def test_generic_migration_is_refused_before_any_copy(self):
+        """force_host_copy: Cinder's own copy, which cannot attach here."""
+        vol = self.create_volume(1)
+        data, allocated = self._fill(vol)
+        before = len(self.admin_client().volumes.list(
+            search_opts={'all_tenants': 1}))
+        self.admin_client().volumes.migrate_volume(
+            vol, self.deployment.host + '#' + LVS1, True, False)
+        vol = self._wait_migration(vol.id)
+        self.assertEqual(('error', 'available',
+                          self.deployment.host + '#' + base.LVS),
+                         (getattr(vol, 'os-vol-mig-status-attr:migstat'),
+                          vol.status, self._host(vol)))
+        bdev = '%s/%s' % (base.LVS, lvol_name(vol))
+        self.assertEqual(data, [self._dd(bdev, 0), self._dd(bdev, FAR)])
+        self.assertEqual(allocated, self._allocated(vol, base.LVS))
+        self.assertEqual({}, self.lvols(LVS1))
+        # Cinder removed the volume it made for the copy.
+        self.assertEqual(before, len(self.admin_client().volumes.list(
+            search_opts={'all_tenants': 1})))
+        with open(self.deployment.log_path('cinder-volume')) as log:
+            self.assertIn('generic (host-assisted) migration cannot move',
+                          log.read())
