@@ -148,16 +148,16 @@ class LibvirtVhostUserDriver(libvirt_driver.LibvirtDriver):
     def _live_migration_operation(self, context, instance, dest,
                                   block_migration, migrate_data, guest,
                                   device_names):
-        """Send the destination's vhost sockets in the domain XML.
+        """Send the destination's vhost sockets and shared memory.
 
         Nova's own rewrite of volume disks skips vhostuser ones (it
-        matches ``<serial>``, which they cannot have): see
-        :mod:`nova_vhost_user.migration`.
+        matches ``<serial>``, which they cannot have), and it drops the
+        shared memory backing: see :mod:`nova_vhost_user.migration`.
         """
-        if migration.has_vhost_volumes(migrate_data):
-            guest = migration.DestinationXmlGuest(guest, functools.partial(
-                migration.update_vhost_disks, bdms=migrate_data.bdms,
-                get_volume_config=self._get_volume_config))
+        bdms = migrate_data.bdms if 'bdms' in migrate_data else []
+        guest = migration.DestinationXmlGuest(guest, functools.partial(
+            migration.update_vhost_disks, bdms=bdms,
+            get_volume_config=self._get_volume_config))
         return super()._live_migration_operation(
             context, instance, dest, block_migration, migrate_data, guest,
             device_names)

@@ -8,6 +8,13 @@ vhostuser disks are found by the alias Nova gives every volume
 (``ua-<volume id>``), or else by their target device, and get the
 destination's ``<source>`` and queue count.
 
+Nova also strips ``<access>``, ``<source>`` and ``<allocation>`` from the
+memory backing of the XML it sends (it only knows file-backed memory
+there), which would give the destination a private-memory guest that
+libvirt refuses to migrate into ("memoryBacking source 'none' doesn't
+match") and SPDK could not serve: :func:`keep_memory_backing` puts back
+the source's.
+
 Hyperconverged volumes (``transport: local``) cannot move: their lvol is
 claimed by this host's vhost layer (see :mod:`os_brick_connector.volume_bdev`),
 so it cannot be exported to the destination while the guest runs here,
@@ -53,12 +60,6 @@ def _vhost_bdms(bdms):
             _is_vhost(bdm.connection_info)]
 
 
-def has_vhost_volumes(migrate_data):
-    """Whether the migration moves vhost-user volumes."""
-    bdms = migrate_data.bdms if 'bdms' in migrate_data else None
-    return bool(_vhost_bdms(bdms))
-
-
 def _find_disk(doc, bdm):
     alias = vconfig.make_libvirt_device_alias(
         driver_block_device.get_volume_id(bdm.connection_info))
@@ -100,17 +101,47 @@ def update_vhost_disks(xml, bdms, get_volume_config):
     return etree.tostring(doc, encoding='unicode')
 
 
+_MEMORY_CHILDREN = ('source', 'access', 'allocation', 'discard')
+
+
+def keep_memory_backing(source_xml, dest_xml):
+    """``dest_xml`` with the memory backing children of ``source_xml``.
+
+    Only where Nova removed them all (not for a destination that asked
+    for file-backed memory, where Nova sets its own).
+    """
+    dest = etree.fromstring(dest_xml)
+    dest_backing = dest.find('./memoryBacking')
+    src_backing = etree.fromstring(source_xml).find('./memoryBacking')
+    if dest_backing is None or src_backing is None or any(
+            dest_backing.find(name) is not None
+            for name in _MEMORY_CHILDREN):
+        return dest_xml
+    for child in src_backing:
+        if child.tag in _MEMORY_CHILDREN:
+            dest_backing.append(child)
+    return etree.tostring(dest, encoding='unicode')
+
+
 class DestinationXmlGuest(libvirt_guest.Guest):
-    """The source guest whose migratable XML has the destination's disks.
+    """The source guest, as the destination should get it.
 
     Nova's ``get_updated_guest_xml`` starts from the migratable XML of
     the guest it is given, so this is where the vhostuser disks get the
-    destination's sockets; everything else Nova does to it still applies.
+    destination's sockets; everything else Nova does to it still applies,
+    and what it does to the memory backing is undone in :meth:`migrate`.
     """
 
     def __init__(self, guest, rewrite):
         super().__init__(guest._domain)
         self._rewrite = rewrite
+
+    def migrate(self, destination, destination_xml=None, **kwargs):
+        if destination_xml is not None:
+            destination_xml = keep_memory_backing(
+                super().get_xml_desc(dump_migratable=True), destination_xml)
+        return super().migrate(destination, destination_xml=destination_xml,
+                               **kwargs)
 
     def get_xml_desc(self, dump_inactive=False, dump_sensitive=False,
                      dump_migratable=False):

@@ -62,6 +62,17 @@ class PtyConsole(object):
         self._console = qemu.Console(_PtyStream(self.fd))
         self._next_id = 0
 
+    def wait_serving(self, timeout=qemu.DEFAULT_TIMEOUT):
+        """Wait for a booting guest's shell: a command sent earlier is lost.
+
+        Only for a console opened before the guest reached ``gt_serve``.
+        """
+        deadline = time.monotonic() + timeout
+        if self._console.wait_for(0, qemu.marker('SERVING'),
+                                  deadline) is None:
+            raise qemu.GuestTimeout('guest not serving after %ss' % timeout,
+                                    self._console.tail())
+
     def execute(self, command, timeout=qemu.DEFAULT_TIMEOUT, check=True):
         """Run one shell command line in the guest; its Results."""
         if '\n' in command or len(command) > qemu.MAX_COMMAND:

@@ -127,3 +127,34 @@ class TestSourcePreCheck(driver_tests.DriverTestCase):
     def test_remote_volume_passes_to_nova(self):
         parent, result = self.check(dest_conn(transport='tcp'))
         parent.assert_called_once()
+
+
+class TestMemoryBacking(driver_tests.DriverTestCase):
+    """Nova strips the shared memfd backing; it is put back."""
+
+    SOURCE = fakes.domain_xml(fakes.HUGEPAGES_SHARED)
+
+    def test_stripped_backing_restored(self):
+        stripped = fakes.domain_xml('<memoryBacking><hugepages/>'
+                                    '</memoryBacking>')
+        backing = etree.fromstring(migration.keep_memory_backing(
+            self.SOURCE, stripped)).find('memoryBacking')
+        self.assertEqual('memfd', backing.find('source').get('type'))
+        self.assertEqual('shared', backing.find('access').get('mode'))
+        self.assertIsNotNone(backing.find('hugepages'))
+
+    def test_file_backed_destination_untouched(self):
+        dest = fakes.domain_xml('<memoryBacking><source type="file"/>'
+                                '<access mode="shared"/></memoryBacking>')
+        self.assertEqual(dest, migration.keep_memory_backing(self.SOURCE,
+                                                             dest))
+
+    def test_migrate_sends_the_source_backing(self):
+        domain = mock.Mock()
+        domain.XMLDesc.return_value = self.SOURCE
+        guest = migration.DestinationXmlGuest(mock.Mock(_domain=domain),
+                                              lambda xml: xml)
+        guest.migrate('qemu+tcp://b/system', destination_xml=fakes.domain_xml(
+            '<memoryBacking><hugepages/></memoryBacking>'), flags=0)
+        params = domain.migrateToURI3.call_args.kwargs['params']
+        self.assertIn('<access mode="shared"/>', params['destination_xml'])

@@ -1,0 +1,328 @@
+"""Live migration of a writing guest between two compute "hosts".
+
+Two compute hosts on one machine: each its own polling SPDK ``vhost``
+target and its own libvirtd (the system one, and a second one from
+:mod:`testbed.libvirt_host`); a storage node's ``nvmf_tgt`` exports the
+volume over NVMe/TCP on loopback, driven by the real Cinder driver in its
+own process. The Nova side makes the driver calls Nova's compute manager
+makes, in its order: Cinder's ``initialize_connection`` for the
+destination's connector (its ``attachment_create``), the destination
+driver's ``pre_live_migration``, the source driver's
+``_live_migration_operation`` (the migrate call, with the destination's
+domain XML), then ``post_live_migration`` on the source and
+``terminate_connection`` of the source's connector; or, when the
+destination fails, the rollback.
+
+The guest writes a known pattern in the background all along (O_DIRECT,
+fsync per write): no write may fail, and every byte must read back.
+Downtime and total time are logged (``MIGRATION ...`` lines).
+"""
+
+import hashlib
+import os
+import time
+
+import fixtures
+from nova import context as nova_context
+from nova import objects
+from nova.virt import block_device as driver_block_device
+from oslo_config import fixture as config_fixture
+from oslo_log import log as logging
+from oslo_serialization import jsonutils
+
+from os_brick_connector import connector_errors
+from testbed.guest import pty_console
+from testbed.guest import qemu
+from testbed import libvirt_host
+from testbed import net
+from testbed import service_process
+from tests import base
+from tests.nova import compute
+from tests.nova.functional import targets
+from tests.nova import libvirt_guest as guests
+
+try:
+    import libvirt
+except ImportError:  # reported by setUp
+    libvirt = None
+
+LOG = logging.getLogger(__name__)
+URI = os.environ.get('SPDK_VHOST_TEST_LIBVIRT_URI', 'qemu:///system')
+NQN = 'nqn.2014-08.org.nvmexpress:uuid:'
+HOSTS = {'a': NQN + '3a1f2c4e-5b6d-4e7f-8a9b-0c1d2e3f4a01',
+         'b': NQN + '3a1f2c4e-5b6d-4e7f-8a9b-0c1d2e3f4b02'}
+KIB = 1024
+MIB = 1024 * KIB
+# The writer rewrites this region while the guest migrates; the base
+# region is written once before and must be intact after.
+BASE = (0, MIB, 'before-migration')
+WRITER = (4 * MIB, 256 * KIB, 'while-migrating')
+
+
+def sha256(token, length):
+    return hashlib.sha256(qemu.pattern_bytes(token, length)).hexdigest()
+
+
+def rpc(target, method, params=None):
+    return target.rpc(method, params)
+
+
+class Host(object):
+    """One compute host: its target, libvirtd and compute driver."""
+
+    def __init__(self, name, target, uri, workdir):
+        self.name = name
+        self.target = target
+        self.uri = uri
+        self.saved = os.path.join(workdir, 'saved-%s.json' % name)
+        self.driver = None
+
+    def options(self):
+        return compute.options(self.target.socket_path,
+                               'compute-' + self.name,
+                               host_nqn=HOSTS[self.name],
+                               spdk_saved_config=self.saved)
+
+
+class LiveMigrationTest(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(fixtures.Timeout(600, gentle=True))
+        self.assertIsNotNone(libvirt, 'libvirt-python is not installed')
+        self.workdir = self.useFixture(fixtures.TempDir()).path
+        guests.open_to_qemu(self.workdir)
+        self.addCleanup(compute.run_privileged_in_process())
+        self.conf = self.useFixture(config_fixture.Config(compute.CONF))
+        compute.register()
+        self.context = nova_context.get_admin_context()
+
+        storage = targets.storage(self)
+        self.storage = storage
+        port = net.free_port()
+        self.cinder = self.useFixture(service_process.ServiceProcess(
+            service_process.CINDER))
+        self.cinder.call('start', rpc_socket=storage.socket_path,
+                         target_id='storage-node', nvmf_port=port)
+
+        second = self.useFixture(libvirt_host.LibvirtHost())
+        self.hosts = {
+            'a': Host('a', targets.remote_compute(self, 'compute-a'), URI,
+                      self.workdir),
+            'b': Host('b', targets.remote_compute(self, 'compute-b'),
+                      second.uri, self.workdir)}
+        self.libvirt_b = second
+        for host in self.hosts.values():
+            guests.open_to_qemu(host.target.vhost_dir)
+            self.be(host)
+            host.driver = compute.make_driver()
+            host.driver._parse_migration_flags()
+            # The volume driver (and its connector) is made now, on this
+            # host's options: it keeps its own RPC client.
+            host.driver._get_volume_driver(
+                {'driver_volume_type': 'spdk_vhost'})
+            self.addCleanup(compute.close, host.driver)
+            host.conn = libvirt.open(host.uri)
+            self.addCleanup(host.conn.close)
+
+    def be(self, host):
+        """Act as ``host``: its nova.conf (both share one process)."""
+        self.conf.config(group='libvirt', virt_type='qemu',
+                         connection_uri=host.uri,
+                         live_migration_inbound_addr='127.0.0.1')
+        self.conf.config(group=compute.GROUP, **host.options())
+        return host
+
+    # -- what Nova's compute manager does ----------------------------------
+
+    def bdi(self, conn, inst):
+        """block_device_info of the instance, with this connection_info."""
+        bdm = objects.BlockDeviceMapping(
+            self.context, source_type='volume', destination_type='volume',
+            volume_id=conn['data']['volume_id'], device_name='/dev/vda',
+            connection_info=jsonutils.dumps(conn), boot_index=0,
+            disk_bus='virtio', device_type='disk', instance_uuid=inst.uuid,
+            attachment_id=None, delete_on_termination=False,
+            guest_format=None, volume_size=1, volume_type=None,
+            no_device=False, snapshot_id=None, image_id=None, tag=None,
+            encrypted=False, encryption_secret_uuid=None,
+            encryption_format=None, encryption_options=None)
+        dvb = driver_block_device.DriverVolumeBlockDevice(bdm)
+        dvb['connection_info'] = conn
+        return {'block_device_mapping': [dvb]}
+
+    def attach(self, host, volume_id, inst):
+        self.be(host)
+        connector = host.driver.get_volume_connector(inst)
+        conn = self.cinder.call('initialize_connection',
+                                volume_id=volume_id, connector=connector)
+        conn.setdefault('serial', volume_id)
+        return connector, conn
+
+    def boot(self, inst):
+        """The instance on host a, its console and connection."""
+        src = self.hosts['a']
+        vol = self.cinder.call('create_volume', size=1)
+        self.connector_a, conn = self.attach(src, vol['id'], inst)
+        src.driver._connect_volume(self.context, conn, inst)
+        disk = src.driver._get_volume_config(
+            conn, {'bus': 'virtio', 'type': 'disk', 'dev': 'vda'})
+        cfg = guests.domain_config(inst, self.workdir, 'gt_serve\n', [disk])
+        for dev in cfg.devices:
+            if dev.root_name == 'serial':
+                dev.type, dev.source_path = 'pty', None
+        dom = guests.start(src.conn, cfg)
+        self.addCleanup(self._remove_everywhere, inst)
+        console = self.console(dom)
+        console.wait_serving(timeout=180)
+        console.execute(qemu.check_pattern('vda', *BASE), timeout=180)
+        return vol['id'], conn, console
+
+    def console(self, dom):
+        console = pty_console.PtyConsole(pty_console.pty_path(
+            dom.XMLDesc(0)))
+        self.addCleanup(console.close)
+        return console
+
+    def _remove_everywhere(self, inst):
+        for host in self.hosts.values():
+            try:
+                dom = host.conn.lookupByUUIDString(inst.uuid)
+            except libvirt.libvirtError:
+                continue
+            guests.remove(dom)
+
+    def pre_live_migration(self, inst, conn_b):
+        dst = self.be(self.hosts['b'])
+        data = objects.LibvirtLiveMigrateData(
+            is_shared_instance_path=True, is_shared_block_storage=True,
+            block_migration=False, graphics_listen_addr_vnc='127.0.0.1',
+            graphics_listen_addr_spice='127.0.0.1',
+            serial_listen_addr=None)
+        return dst.driver.pre_live_migration(
+            self.context, inst, self.bdi(conn_b, inst), [], None, data)
+
+    def migrate(self, inst, migrate_data):
+        """The source's migrate call; (seconds, job stats of the dest)."""
+        src, dst = self.be(self.hosts['a']), self.hosts['b']
+        guest = src.driver._host.get_guest(inst)
+        # Both "hosts" are this machine: address the second libvirtd by
+        # its socket, where Nova would use the destination's hostname.
+        self.useFixture(fixtures.MockPatchObject(
+            src.driver, '_live_migration_uri', return_value=dst.uri))
+        start = time.monotonic()
+        src.driver._live_migration_operation(
+            self.context, inst, 'host-b', False, migrate_data, guest, [])
+        elapsed = time.monotonic() - start
+        dom = dst.conn.lookupByUUIDString(inst.uuid)
+        stats = dom.jobStats(libvirt.VIR_DOMAIN_JOB_STATS_COMPLETED)
+        return elapsed, stats, dom
+
+    # -- checks --------------------------------------------------------------
+
+    def admitted(self, volume_id):
+        """Host NQNs the volume's NVMe-oF subsystem admits."""
+        for sub in rpc(self.storage, 'nvmf_get_subsystems'):
+            if sub['nqn'].endswith(volume_id):
+                return sorted(h['nqn'] for h in sub['hosts'])
+        return []
+
+    def controllers(self, host):
+        return [c['ctrlr'] for c in rpc(host.target, 'vhost_get_controllers')]
+
+    def nvme(self, host):
+        return [c['name'] for c in rpc(host.target,
+                                       'bdev_nvme_get_controllers')]
+
+    def log_figures(self, what, elapsed, stats):
+        LOG.info('MIGRATION %s: migrate call %.3f s, libvirt total %s ms, '
+                 'downtime %s ms', what, elapsed,
+                 stats.get('time_elapsed'), stats.get('downtime'))
+        print('MIGRATION %s: migrate call %.3f s, libvirt total %s ms, '
+              'downtime %s ms' % (what, elapsed, stats.get('time_elapsed'),
+                                  stats.get('downtime')))
+
+    # -- tests ---------------------------------------------------------------
+
+    def _instance(self):
+        inst = guests.instance(vcpus=1, node=0)
+        inst.migration_context = None
+        inst.resources = None
+        inst.vm_state = 'active'
+        inst.image_ref = ''
+        return inst
+
+    def test_writing_guest_migrates(self):
+        inst = self._instance()
+        src, dst = self.hosts['a'], self.hosts['b']
+        volume_id, conn_a, console = self.boot(inst)
+        console.execute(qemu.writer_start('vda', *WRITER))
+        console.execute(qemu.writer_status())
+
+        connector_b, conn_b = self.attach(dst, volume_id, inst)
+        # Both hosts are admitted while the guest moves.
+        self.assertEqual(sorted(HOSTS.values()), self.admitted(volume_id))
+        migrate_data = self.pre_live_migration(inst, conn_b)
+        dst_socket = conn_b['data']['device_path']
+        self.assertTrue(dst_socket.startswith(dst.target.vhost_dir))
+        self.assertEqual(['vhost-' + volume_id], self.controllers(dst))
+
+        elapsed, stats, dom_b = self.migrate(inst, migrate_data)
+        self.log_figures('writing guest', elapsed, stats)
+        self.assertIn(dst_socket, dom_b.XMLDesc(0))
+        self.assertRaises(libvirt.libvirtError,
+                          src.conn.lookupByUUIDString, inst.uuid)
+
+        # Nova's _post_live_migration on the source, then Cinder's
+        # attachment_delete of the source's attachment.
+        self.be(src)
+        src.driver.post_live_migration(self.context, inst,
+                                       self.bdi(conn_a, inst), migrate_data)
+        self.cinder.call('terminate_connection', volume_id=volume_id,
+                         connector=self.connector_a)
+        self.assertEqual([], self.controllers(src))
+        self.assertEqual([], self.nvme(src))
+        self.assertEqual([HOSTS['b']], self.admitted(volume_id))
+
+        # The guest carried on writing on the destination.
+        console_b = self.console(dom_b)
+        before = int(console_b.execute(qemu.writer_status())[
+            'writer.writes'])
+        time.sleep(2)
+        result = console_b.execute(qemu.writer_stop(), timeout=60)
+        self.assertEqual('0', result['writer.failures'])
+        self.assertGreater(int(result['writer.writes']), before)
+        for offset, length, token in (BASE, WRITER):
+            read = console_b.execute(qemu.read_back('vda', offset, length))
+            self.assertEqual(sha256(token, length),
+                             read['vda.read@%d' % offset])
+        self.assertEqual(['vhost-' + volume_id], self.controllers(dst))
+        del connector_b
+
+    def test_destination_refusing_rolls_back(self):
+        """The destination's target refuses: the source state is kept."""
+        inst = self._instance()
+        src, dst = self.hosts['a'], self.hosts['b']
+        volume_id, conn_a, console = self.boot(inst)
+        console.execute(qemu.writer_start('vda', *WRITER))
+        # The destination has a controller of that name on another bdev.
+        rpc(dst.target, 'bdev_malloc_create', {
+            'name': 'other', 'num_blocks': 2048, 'block_size': 512})
+        rpc(dst.target, 'vhost_create_blk_controller', {
+            'ctrlr': 'vhost-' + volume_id, 'dev_name': 'other'})
+
+        connector_b, conn_b = self.attach(dst, volume_id, inst)
+        self.assertRaises(connector_errors.ControllerConflict,
+                          self.pre_live_migration, inst, conn_b)
+        # Nova's rollback: the destination's attachment goes.
+        self.cinder.call('terminate_connection', volume_id=volume_id,
+                         connector=connector_b)
+
+        self.assertEqual([HOSTS['a']], self.admitted(volume_id))
+        self.assertEqual([], self.nvme(dst))
+        self.assertEqual(['vhost-' + volume_id], self.controllers(src))
+        result = console.execute(qemu.writer_stop(), timeout=60)
+        self.assertEqual('0', result['writer.failures'])
+        read = console.execute(qemu.read_back('vda', *WRITER[:2]))
+        self.assertEqual(sha256(WRITER[2], WRITER[1]),
+                         read['vda.read@%d' % WRITER[0]])
