@@ -79,6 +79,18 @@ class MigrateVolumeTest(MigrationTestCase):
         self.assertEqual([src.name], self.in_pool(LVS))
         self.assertEqual([clone.name], self.in_pool(LVS1))
 
+    def test_deleted_snapshot_goes_when_its_second_last_clone_moves(self):
+        volume, snap, clones = self.snapshot_with_clones()
+        self.driver.delete_volume(clones[1])
+        # Still read by its volume and one clone: kept, marked.
+        self.driver.delete_snapshot(snap)
+        self.assertIn(snap.name, self.in_pool(LVS))
+        self.driver.migrate_volume(self.ctxt, clones[0], DEST)
+        # Folded into its volume, the last lvol reading it; the marker
+        # went with it.
+        self.assertEqual([volume.name], self.in_pool(LVS))
+        self.assertEqual([clones[0].name], self.in_pool(LVS1))
+
     def test_thick_backend_inflates_the_copy(self):
         self.driver = self.make_driver(spdk_thin_provision=False)
         volume = self.volume()
