@@ -22,7 +22,8 @@ FAR = 700 * MIB
 LENGTH = 2 * MIB
 
 
-class MigrationTest(test_driver.DriverTestCase):
+class MigrationTestCase(test_driver.DriverTestCase):
+    """A driver on two lvol stores, and data access to lvols."""
 
     def setUp(self):
         super().setUp()
@@ -59,6 +60,9 @@ class MigrationTest(test_driver.DriverTestCase):
 
     def moved(self, volume):
         return lvols.alias(LVS1, volume.name)
+
+
+class MigrationTest(MigrationTestCase):
 
     def test_thin_volume_moves_with_its_data_and_qos(self):
         empty = self.free(base.LVS), self.free(LVS1)
@@ -148,3 +152,52 @@ class MigrationTest(test_driver.DriverTestCase):
         self.assertEqual(4, self.allocated(self.alias(volume)))
         self.assertEqual(imaging.pattern('keep', 4 * MIB),
                          self.read(self.alias(volume), 0, 4 * MIB))
+
+
+class InterruptedMigrationTest(MigrationTestCase):
+    """The target restarts once the copy is made, before it is adopted."""
+
+    def interrupted(self):
+        volume = self.created(size=1)
+        self.write(self.alias(volume), 0, imaging.pattern('crash', LENGTH))
+        real = self.driver.client.call
+
+        def call(client, name, params=None):
+            if name == 'bdev_lvol_rename':
+                self.target.stop()
+            return real(name, params)
+        with fixtures.MonkeyPatch(
+                'os_brick_connector.spdk_rpc.SpdkClient.call', call):
+            self.assertRaises(exception.VolumeBackendAPIException,
+                              self.driver.migrate_volume, self.ctxt, volume,
+                              DEST)
+        self.target.start()
+        for lvs in (base.LVS, LVS1):
+            self.rpc('bdev_aio_create', {
+                'name': '%s_base' % lvs, 'block_size': 4096,
+                'filename': '%s/%s.img' % (self.target.workdir, lvs)})
+        # The restart took the NVMe/TCP transport spdk_dd reads through.
+        self.dd = spdk_dd.NvmfDd(self.target, self.tmp)
+        self.assertEqual(['tmp-migrate-dst-' + volume.id], self.names(LVS1))
+        return volume
+
+    def test_retry_completes_the_move(self):
+        volume = self.interrupted()
+        self.assertEqual((True, None), self.driver.migrate_volume(
+            self.ctxt, volume, DEST))
+        self.assertEqual(([], [volume.name]),
+                         (self.names(base.LVS), self.names(LVS1)))
+        self.assertEqual(imaging.pattern('crash', LENGTH),
+                         self.read(self.moved(volume)))
+        self.assertEqual(2, self.allocated(self.moved(volume)))
+
+    def test_start_sweeps_the_copy_and_keeps_the_volume(self):
+        volume = self.interrupted()
+        self.make_driver(spdk_lvstores=[base.LVS, LVS1])
+        self.assertEqual(([volume.name], []),
+                         (self.names(base.LVS), self.names(LVS1)))
+        self.assertIsNone(
+            self.lvol_info(self.alias(volume)).get('base_snapshot'))
+        self.assertEqual(imaging.pattern('crash', LENGTH),
+                         self.read(self.alias(volume)))
+        self.assertEqual(2, self.allocated(self.alias(volume)))
