@@ -11,7 +11,10 @@ UUID). Everything else (``/tmp``, the vhost sockets, hugepages) is shared,
 as on one machine. Recipe and limits: ``../shared/spdk/PROBES.md``.
 
 Its URI is ``qemu+unix:///system?socket=<run dir>/libvirt-sock``: the
-first daemon reaches it there for a peer-to-peer migration.
+first daemon reaches it there for a peer-to-peer migration. The other way
+round, ``qemu:///system`` would be this daemon itself (its namespace
+hides the first one's ``/run/libvirt``), so the first daemon is also
+bind-mounted inside, at :attr:`LibvirtHost.first_uri`.
 """
 
 import os
@@ -94,6 +97,11 @@ class LibvirtHost(fixtures.Fixture):
         self.log_dir = self.dirs['/var/log/libvirt']
         self.uri = 'qemu+unix:///system?socket=%s' % os.path.join(
             self.run_dir, 'libvirt-sock')
+        # Where this daemon reaches the machine's own (a migration back).
+        self.first_run_dir = os.path.join(self.workdir, 'first-run')
+        os.mkdir(self.first_run_dir)
+        self.first_uri = 'qemu+unix:///system?socket=%s' % os.path.join(
+            self.first_run_dir, 'libvirt-sock')
         self._start()
 
     def _start(self):
@@ -106,7 +114,8 @@ class LibvirtHost(fixtures.Fixture):
             if time.monotonic() > deadline:
                 raise LibvirtHostError('unshare made no mount namespace')
             time.sleep(0.02)
-        script = ['set -e']
+        script = ['set -e',
+                  'mount --bind /run/libvirt %s' % self.first_run_dir]
         script += ['mount --bind %s %s' % (path, mount)
                    for mount, path in self.dirs.items()]
         script += ['virtlogd -d -p /run/libvirt/virtlogd.pid',

@@ -20,6 +20,7 @@ Downtime and total time are logged (``MIGRATION ...`` lines).
 
 import hashlib
 import os
+import threading
 import time
 
 import fixtures
@@ -70,10 +71,12 @@ def rpc(target, method, params=None):
 class Host(object):
     """One compute host: its target, libvirtd and compute driver."""
 
-    def __init__(self, name, target, uri, workdir):
+    def __init__(self, name, target, uri, workdir, peer_uri=None):
         self.name = name
         self.target = target
         self.uri = uri
+        # How the other host's libvirtd reaches this one.
+        self.peer_uri = peer_uri or uri
         self.saved = os.path.join(workdir, 'saved-%s.json' % name)
         self.driver = None
 
@@ -108,7 +111,7 @@ class LiveMigrationTest(base.TestCase):
         second = self.useFixture(libvirt_host.LibvirtHost())
         self.hosts = {
             'a': Host('a', targets.remote_compute(self, 'compute-a'), URI,
-                      self.workdir),
+                      self.workdir, peer_uri=second.first_uri),
             'b': Host('b', targets.remote_compute(self, 'compute-b'),
                       second.uri, self.workdir)}
         self.libvirt_b = second
@@ -192,31 +195,66 @@ class LiveMigrationTest(base.TestCase):
                 continue
             guests.remove(dom)
 
-    def pre_live_migration(self, inst, conn_b):
-        dst = self.be(self.hosts['b'])
+    def pre_live_migration(self, inst, dst, conn):
+        """The destination's part: its controller, before the switch."""
+        self.be(dst)
         data = objects.LibvirtLiveMigrateData(
             is_shared_instance_path=True, is_shared_block_storage=True,
             block_migration=False, graphics_listen_addr_vnc='127.0.0.1',
             graphics_listen_addr_spice='127.0.0.1',
             serial_listen_addr=None)
         return dst.driver.pre_live_migration(
-            self.context, inst, self.bdi(conn_b, inst), [], None, data)
+            self.context, inst, self.bdi(conn, inst), [], None, data)
 
-    def migrate(self, inst, migrate_data):
-        """The source's migrate call; (seconds, job stats of the dest)."""
-        src, dst = self.be(self.hosts['a']), self.hosts['b']
+    def migrate(self, inst, src, dst, migrate_data):
+        """The source's migrate call; (seconds, job stats, dest domain)."""
+        self.be(src)
         guest = src.driver._host.get_guest(inst)
-        # Both "hosts" are this machine: address the second libvirtd by
+        # Both "hosts" are this machine: address the other libvirtd by
         # its socket, where Nova would use the destination's hostname.
-        self.useFixture(fixtures.MockPatchObject(
-            src.driver, '_live_migration_uri', return_value=dst.uri))
-        start = time.monotonic()
-        src.driver._live_migration_operation(
-            self.context, inst, 'host-b', False, migrate_data, guest, [])
-        elapsed = time.monotonic() - start
+        with fixtures.MockPatchObject(src.driver, '_live_migration_uri',
+                                      return_value=dst.peer_uri):
+            start = time.monotonic()
+            src.driver._live_migration_operation(
+                self.context, inst, 'host-' + dst.name, False, migrate_data,
+                guest, [])
+            elapsed = time.monotonic() - start
         dom = dst.conn.lookupByUUIDString(inst.uuid)
         stats = dom.jobStats(libvirt.VIR_DOMAIN_JOB_STATS_COMPLETED)
         return elapsed, stats, dom
+
+    def move(self, inst, volume_id, src, dst, src_attachment, what):
+        """A whole live migration, as Nova's compute manager makes it.
+
+        ``src_attachment`` is (connector, connection_info) of the source;
+        returns the destination's, and its domain.
+        """
+        connector, conn = self.attach(dst, volume_id, inst)
+        # Both hosts are admitted while the guest moves.
+        self.assertEqual(sorted(HOSTS.values()), self.admitted(volume_id))
+        migrate_data = self.pre_live_migration(inst, dst, conn)
+        socket = conn['data']['device_path']
+        self.assertTrue(socket.startswith(dst.target.vhost_dir))
+        self.assertEqual(['vhost-' + volume_id], self.controllers(dst))
+
+        elapsed, stats, dom = self.migrate(inst, src, dst, migrate_data)
+        self.log_figures(what, elapsed, stats)
+        self.assertIn(socket, dom.XMLDesc(0))
+        self.assertRaises(libvirt.libvirtError,
+                          src.conn.lookupByUUIDString, inst.uuid)
+
+        # Nova's _post_live_migration on the source, then Cinder's
+        # attachment_delete of the source's attachment.
+        self.be(src)
+        src.driver.post_live_migration(
+            self.context, inst, self.bdi(src_attachment[1], inst),
+            migrate_data)
+        self.cinder.call('terminate_connection', volume_id=volume_id,
+                         connector=src_attachment[0])
+        self.assertEqual([], self.controllers(src))
+        self.assertEqual([], self.nvme(src))
+        self.assertEqual([HOSTS[dst.name]], self.admitted(volume_id))
+        return (connector, conn), dom
 
     # -- checks --------------------------------------------------------------
 
@@ -252,52 +290,82 @@ class LiveMigrationTest(base.TestCase):
         inst.image_ref = ''
         return inst
 
-    def test_writing_guest_migrates(self):
+    def check_data(self, console, writer_stopped):
+        """0 failed writes; both regions hold exactly their pattern."""
+        if not writer_stopped:
+            before = int(console.execute(qemu.writer_status())[
+                'writer.writes'])
+            time.sleep(2)
+            result = console.execute(qemu.writer_stop(), timeout=60)
+            self.assertEqual('0', result['writer.failures'])
+            # It went on writing where the guest is now.
+            self.assertGreater(int(result['writer.writes']), before)
+        for offset, length, token in (BASE, WRITER):
+            read = console.execute(qemu.read_back('vda', offset, length))
+            self.assertEqual(sha256(token, length),
+                             read['vda.read@%d' % offset])
+
+    def test_migrate_writing_then_idle(self):
+        """a to b while the guest writes, then back to a idle."""
         inst = self._instance()
-        src, dst = self.hosts['a'], self.hosts['b']
+        a, b = self.hosts['a'], self.hosts['b']
         volume_id, conn_a, console = self.boot(inst)
         console.execute(qemu.writer_start('vda', *WRITER))
         console.execute(qemu.writer_status())
 
-        connector_b, conn_b = self.attach(dst, volume_id, inst)
-        # Both hosts are admitted while the guest moves.
-        self.assertEqual(sorted(HOSTS.values()), self.admitted(volume_id))
-        migrate_data = self.pre_live_migration(inst, conn_b)
-        dst_socket = conn_b['data']['device_path']
-        self.assertTrue(dst_socket.startswith(dst.target.vhost_dir))
-        self.assertEqual(['vhost-' + volume_id], self.controllers(dst))
+        at_b, dom = self.move(inst, volume_id, a, b,
+                              (self.connector_a, conn_a), 'writing guest')
+        console = self.console(dom)
+        self.check_data(console, writer_stopped=False)
 
-        elapsed, stats, dom_b = self.migrate(inst, migrate_data)
-        self.log_figures('writing guest', elapsed, stats)
-        self.assertIn(dst_socket, dom_b.XMLDesc(0))
-        self.assertRaises(libvirt.libvirtError,
-                          src.conn.lookupByUUIDString, inst.uuid)
+        at_a, dom = self.move(inst, volume_id, b, a, at_b, 'idle guest')
+        console = self.console(dom)
+        self.check_data(console, writer_stopped=True)
+        self.assertEqual(['vhost-' + volume_id], self.controllers(a))
+        self.assertEqual([HOSTS['a']], self.admitted(volume_id))
 
-        # Nova's _post_live_migration on the source, then Cinder's
-        # attachment_delete of the source's attachment.
-        self.be(src)
-        src.driver.post_live_migration(self.context, inst,
-                                       self.bdi(conn_a, inst), migrate_data)
+    def test_aborted_migration_rolls_back(self):
+        """Aborted while copying memory: the source's state, exactly."""
+        inst = self._instance()
+        a, b = self.hosts['a'], self.hosts['b']
+        volume_id, conn_a, console = self.boot(inst)
+        console.execute(qemu.writer_start('vda', *WRITER))
+        before = (self.controllers(a), self.nvme(a))
+        connector_b, conn_b = self.attach(b, volume_id, inst)
+        migrate_data = self.pre_live_migration(inst, b, conn_b)
+        # 1 MiB/s: the 256 MiB guest cannot finish before the abort.
+        self.conf.config(group='libvirt', live_migration_bandwidth=1)
+        failed = []
+
+        def operation():
+            try:
+                self.migrate(inst, a, b, migrate_data)
+            except libvirt.libvirtError as err:
+                failed.append(err)
+        thread = threading.Thread(target=operation)
+        thread.start()
+        self.addCleanup(thread.join, 60)
+        guest = a.driver._host.get_guest(inst)
+        deadline = time.monotonic() + 30
+        while guest.get_job_info().type != libvirt.VIR_DOMAIN_JOB_UNBOUNDED:
+            self.assertLess(time.monotonic(), deadline, 'no migration job')
+            time.sleep(0.2)
+        time.sleep(1)
+        a.driver.live_migration_abort(inst)
+        thread.join(60)
+        self.assertEqual(1, len(failed))
+
+        # Nova's _rollback_live_migration: remove_volume_connection on
+        # the destination (driver detach, then Cinder).
+        self.be(b)
+        b.driver.detach_volume(self.context, conn_b, inst, '/dev/vda')
         self.cinder.call('terminate_connection', volume_id=volume_id,
-                         connector=self.connector_a)
-        self.assertEqual([], self.controllers(src))
-        self.assertEqual([], self.nvme(src))
-        self.assertEqual([HOSTS['b']], self.admitted(volume_id))
-
-        # The guest carried on writing on the destination.
-        console_b = self.console(dom_b)
-        before = int(console_b.execute(qemu.writer_status())[
-            'writer.writes'])
-        time.sleep(2)
-        result = console_b.execute(qemu.writer_stop(), timeout=60)
-        self.assertEqual('0', result['writer.failures'])
-        self.assertGreater(int(result['writer.writes']), before)
-        for offset, length, token in (BASE, WRITER):
-            read = console_b.execute(qemu.read_back('vda', offset, length))
-            self.assertEqual(sha256(token, length),
-                             read['vda.read@%d' % offset])
-        self.assertEqual(['vhost-' + volume_id], self.controllers(dst))
-        del connector_b
+                         connector=connector_b)
+        self.assertEqual(([], []), (self.controllers(b), self.nvme(b)))
+        self.assertEqual(before, (self.controllers(a), self.nvme(a)))
+        self.assertEqual([HOSTS['a']], self.admitted(volume_id))
+        self.assertTrue(a.conn.lookupByUUIDString(inst.uuid).isActive())
+        self.check_data(console, writer_stopped=False)
 
     def test_destination_refusing_rolls_back(self):
         """The destination's target refuses: the source state is kept."""
@@ -313,7 +381,7 @@ class LiveMigrationTest(base.TestCase):
 
         connector_b, conn_b = self.attach(dst, volume_id, inst)
         self.assertRaises(connector_errors.ControllerConflict,
-                          self.pre_live_migration, inst, conn_b)
+                          self.pre_live_migration, inst, dst, conn_b)
         # Nova's rollback: the destination's attachment goes.
         self.cinder.call('terminate_connection', volume_id=volume_id,
                          connector=connector_b)
