@@ -19,17 +19,3 @@ class ErrorPathTest(base.SpdkVhostBaseTest):
         self.addCleanup(self.delete_volume, volume['id'])
         waiters.wait_for_volume_resource_status(
             self.volumes_client, volume['id'], 'error')
-
-    @decorators.idempotent_id('3e535c89-6274-4ed2-9460-53d541e553da')
-    def test_snapshot_with_clones_is_not_deleted(self):
-        volume = self.create_volume()
-        snapshot = self.create_snapshot(volume['id'])
-        self.create_volume(snapshot_id=snapshot['id'])
-        self.create_volume(snapshot_id=snapshot['id'])
-        self.snapshots_client.delete_snapshot(snapshot['id'])
-        # The driver answers SnapshotIsBusy; Cinder puts it back.
-        waiters.wait_for_volume_resource_status(
-            self.snapshots_client, snapshot['id'], 'available')
-        shown = self.snapshots_client.show_snapshot(
-            snapshot['id'])['snapshot']
-        self.assertEqual('available', shown['status'])

@@ -1,5 +1,6 @@
 """Volume life cycle on the spdk_vhost backend: thin lvols, metadata-only
-snapshots and clones, extend and revert."""
+snapshots and clones, extend, revert, and snapshots deleted under their
+clones."""
 
 from tempest.common import waiters
 from tempest import config
@@ -55,3 +56,21 @@ class VolumeLifecycleTest(base.SpdkVhostBaseTest):
         waiters.wait_for_volume_resource_status(
             self.snapshots_client, snapshot['id'], 'available')
         self.assertLvolSize(volume['id'], volume['size'])
+
+    @decorators.idempotent_id('90983fb4-4c4b-4bbe-93d4-09d236db81af')
+    def test_snapshot_with_clones_is_deleted(self):
+        # Deleted at once: SPDK keeps what the clones still read, and
+        # they stay usable (and deletable) on their own.
+        volume = self.create_volume()
+        snapshot = self.create_snapshot(volume['id'])
+        clones = [self.create_volume(snapshot_id=snapshot['id'])
+                  for _ in range(2)]
+        self.snapshots_client.delete_snapshot(snapshot['id'])
+        self.snapshots_client.wait_for_resource_deletion(snapshot['id'])
+        for clone in clones:
+            new_size = clone['size'] + 1
+            self.volumes_client.extend_volume(clone['id'],
+                                              new_size=new_size)
+            waiters.wait_for_volume_resource_status(
+                self.volumes_client, clone['id'], 'available')
+            self.assertLvolSize(clone['id'], new_size)
