@@ -203,6 +203,66 @@ gt_dump_dmesg() {
     gt_mark "DMESG-END"
 }
 
+# Report mode, for hosts that can only read the console log (Nova's
+# console-output API). Lists the disks present at start, then polls once
+# a second and prints one line per change:
+#   DISK dev serial=S size=BYTES                 present at start
+#   ATTACHED dev serial=S size=BYTES before=SHA verify=ok|failed
+#   RESIZED dev size=BYTES
+#   DETACHED dev
+# and REPORTING once the disks present at start are listed. A disk that
+# appears later gets its first MiB read (before=, sha256), then
+# rewritten with "S\n" repeated, read back and compared (verify=): the
+# pattern is known on the host from the serial alone, so data that
+# survived a detach shows up as the next attach's before=.
+gt_report() {
+    state=/tmp/gt-report
+    mkdir -p "$state"
+    first=1
+    while :; do
+        for sys in /sys/block/vd*; do
+            [ -e "$sys" ] || continue
+            dev=${sys##*/}
+            # A disk detached under the loop: an arithmetic error on an
+            # empty read would end the shell, and the guest with it.
+            sectors=$(cat "$sys/size" 2>/dev/null) || continue
+            size=$((sectors * 512))
+            if [ ! -e "$state/$dev" ]; then
+                echo "$size" >"$state/$dev"
+                serial=$(cat "$sys/serial" 2>/dev/null)
+                if [ "$first" = 1 ]; then
+                    gt_mark "DISK $dev serial=$serial size=$size"
+                else
+                    gt_report_attached "$dev" "$serial" "$size"
+                fi
+            elif [ "$(cat "$state/$dev")" != "$size" ]; then
+                echo "$size" >"$state/$dev"
+                gt_mark "RESIZED $dev size=$size"
+            fi
+        done
+        for known in "$state"/*; do
+            [ -e "$known" ] || continue
+            dev=${known##*/}
+            if [ ! -e "/sys/block/$dev" ]; then
+                rm -f "$known"
+                gt_mark "DETACHED $dev"
+            fi
+        done
+        [ "$first" = 1 ] && gt_mark "REPORTING"
+        first=0
+        sleep 1
+    done
+}
+
+gt_report_attached() {
+    len=1048576
+    before=$(dd if="/dev/$1" bs=65536 count=$((len / 65536)) \
+        iflag=direct 2>/dev/null | gt_sha256)
+    verify=failed
+    gt_check "$1" 0 "$len" "$2" >/dev/null && verify=ok
+    gt_mark "ATTACHED $1 serial=$2 size=$3 before=$before verify=$verify"
+}
+
 # Long-running mode: read "ID COMMAND" lines from the console, run each
 # in a subshell (an exit or failure cannot end the loop) and mark its end.
 gt_serve() {

@@ -6,9 +6,9 @@ the kernel command line in ``os_command_line``. A volume created from
 the root image carries those properties (Cinder copies them), so Nova
 boots that volume with the test guest's kernel and initramfs, whose
 ``/init`` serves shell commands on the serial console
-(``gt_serve``). The root image itself is data: a known pattern the
-guest reads back from its boot disk, proving the volume holds the
-image Cinder imported.
+(``gt_serve``), or reports disk events there (``gt_report``). The root
+image itself is data: a known pattern the guest reads back from its
+boot disk, proving the volume holds the image Cinder imported.
 """
 
 import hashlib
@@ -45,19 +45,31 @@ def _upload(glance, name, path, disk_format, **properties):
     return image['id']
 
 
+# The guest's modes, each its own ramdisk and root image: ``shell``
+# serves commands on the console (the tests' own checks), ``report``
+# prints disk events for readers of the console log only (tempest,
+# through Nova's console-output API).
+MODES = {'shell': 'gt_serve\n', 'report': 'gt_report\n'}
+
+
 def upload(glance, workdir):
-    """The guest's three images; returns the root image's id."""
+    """The guest's images; returns {mode: root image id}."""
     kernel = _upload(glance, 'test-guest-kernel',
                      initramfs.find_kernel().image, 'aki')
-    ramdisk_path = initramfs.make_initrd(
-        os.path.join(workdir, 'test-guest-initrd'), 'gt_serve\n')
-    ramdisk = _upload(glance, 'test-guest-ramdisk', ramdisk_path, 'ari')
     root_path = os.path.join(workdir, 'test-guest-root.raw')
     with open(root_path, 'wb') as out:
         out.write(root_pattern())
-    return _upload(glance, 'test-guest', root_path, 'raw',
-                   kernel_id=kernel, ramdisk_id=ramdisk,
-                   os_command_line=initramfs.kernel_cmdline(disks=1))
+    images = {}
+    for mode, script in sorted(MODES.items()):
+        name = 'test-guest-' + mode
+        ramdisk_path = initramfs.make_initrd(
+            os.path.join(workdir, name + '-initrd'), script)
+        ramdisk = _upload(glance, name + '-ramdisk', ramdisk_path, 'ari')
+        images[mode] = _upload(
+            glance, name, root_path, 'raw', kernel_id=kernel,
+            ramdisk_id=ramdisk,
+            os_command_line=initramfs.kernel_cmdline(disks=1))
+    return images
 
 
 def console(conn, server_id):

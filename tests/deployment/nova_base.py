@@ -27,8 +27,14 @@ except ImportError:  # reported when a test needs it
 
 BOOT_TIMEOUT = 600
 # Hugepage flavors (vhost-user needs shared hugepage-backed memory):
-# name -> (MiB, vCPUs); the second one is what a resize goes to.
-FLAVORS = {'spdk.hugepages': (256, 1), 'spdk.hugepages.large': (384, 2)}
+# name -> (MiB, vCPUs, root disk GiB). Servers boot from volumes on the
+# first, resize to the second; the third boots from an image, as
+# tempest does (Nova refuses a zero-disk flavor to non-admins then).
+FLAVOR = 'spdk.hugepages'
+LARGE_FLAVOR = 'spdk.hugepages.large'
+IMAGE_FLAVOR = 'spdk.hugepages.disk'
+FLAVORS = {FLAVOR: (256, 1, 0), LARGE_FLAVOR: (384, 2, 0),
+           IMAGE_FLAVOR: (256, 1, 1)}
 FLAVOR_SPECS = {'hw:mem_page_size': '2048'}
 _cloud = {}
 
@@ -42,10 +48,11 @@ def shared_cloud(dep):
         try:
             with processes.process_tempdir():
                 found = dep.useFixture(cloud.ComputeCloud(dep))
-            _cloud['image'] = cloud_guest.upload(found.glance(),
-                                                 found.workdir)
-            for name, (ram, vcpus) in sorted(FLAVORS.items()):
-                flavor = found.nova().flavors.create(name, ram, vcpus, 0)
+            _cloud['images'] = cloud_guest.upload(found.glance(),
+                                                  found.workdir)
+            for name, (ram, vcpus, disk) in sorted(FLAVORS.items()):
+                flavor = found.nova().flavors.create(name, ram, vcpus,
+                                                     disk)
                 flavor.set_keys(FLAVOR_SPECS)
                 _cloud[name] = flavor.id
         except Exception as err:
@@ -61,9 +68,11 @@ class NovaTestCase(base.DeploymentTestCase):
     def setUp(self):
         super().setUp()
         self.cloud = shared_cloud(self.deployment)
-        self.image = _cloud['image']
-        self.flavor, self.large_flavor = (_cloud[name]
-                                          for name in sorted(FLAVORS))
+        self.images = _cloud['images']
+        self.image = self.images['shell']
+        self.flavor = _cloud[FLAVOR]
+        self.large_flavor = _cloud[LARGE_FLAVOR]
+        self.image_flavor = _cloud[IMAGE_FLAVOR]
         self.nova = self.cloud.nova()
         self.cinder = cinder_client.Client(
             api_versions.APIVersion(deployment.API_VERSION),
