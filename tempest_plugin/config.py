@@ -26,6 +26,19 @@ SpdkVhostGroup = [
     cfg.StrOpt('hugepage_flavor',
                help='Flavor with hw:mem_page_size set, used by the scenario '
                     'tests: vhost-user needs hugepage-backed guests.'),
+    cfg.StrOpt('guest_access',
+               default='ssh',
+               choices=[('ssh', 'Log in to the guest over SSH (needs a '
+                                'guest network, a keypair and a floating '
+                                'or fixed IP reachable from tempest); '
+                                'any Linux image.'),
+                        ('console', 'Read the guest\'s serial console '
+                                    'through Nova\'s console-output API; '
+                                    'no guest network. The image must '
+                                    'run the project\'s test guest in '
+                                    'report mode.')],
+               help='How the scenario tests see the disks inside the '
+                    'guest.'),
     cfg.StrOpt('backend_name',
                default='spdk',
                help='volume_backend_name of the spdk_vhost backend; the '

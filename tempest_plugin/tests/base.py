@@ -10,6 +10,7 @@ import json
 
 from tempest.common import waiters
 from tempest import config
+from tempest.lib.common import api_microversion_fixture
 from tempest.lib.common.utils import data_utils
 from tempest.lib.common.utils import test_utils
 from tempest import test
@@ -22,14 +23,16 @@ CONF = config.CONF
 def post_volume_action(client, volume_id, body, microversion):
     """POST a volume action at a microversion the client may lack.
 
-    tempest's volumes client has no method for some actions (revert) and
-    sends no microversion by default (extend of an in-use volume needs
-    3.42), so the request is built here.
+    tempest's volumes client has no method for some actions (revert),
+    and sends the test class's microversion, if any, on every request
+    (extend of an in-use volume needs 3.42): the request is built here,
+    under tempest's own microversion fixture, so it carries exactly one
+    version header, and the answer's is checked against it.
     """
-    headers = client.get_headers()
-    headers['OpenStack-API-Version'] = 'volume %s' % microversion
-    resp, _ = client.post('volumes/%s/action' % volume_id,
-                          json.dumps(body), headers=headers)
+    with api_microversion_fixture.APIMicroversionFixture(
+            volume_microversion=microversion):
+        resp, _ = client.post('volumes/%s/action' % volume_id,
+                              json.dumps(body))
     client.expected_success(202, resp.status)
 
 
