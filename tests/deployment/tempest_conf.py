@@ -19,7 +19,14 @@ from tests.deployment import deployment
 
 def build(dep, keystone_uri, admin_password, admin_user='admin',
           admin_project='admin', region='RegionOne',
-          volume_type='high-iops', lock_path=None):
+          volume_type='high-iops', lock_path=None, compute=None):
+    """The configuration; ``compute`` (image id, flavor id) adds Nova.
+
+    With Nova the scenario tests run too, seeing the guest through its
+    console (the deployment has no guest network): the image must be
+    the test guest in report mode, the flavor hugepage-backed with a
+    root disk.
+    """
     conf = configparser.ConfigParser(interpolation=None)
     conf['DEFAULT'] = {'log_file': 'tempest.log'}
     if lock_path:
@@ -48,7 +55,20 @@ def build(dep, keystone_uri, admin_password, admin_user='admin',
                           'backend_name': cinder_conf.BACKEND,
                           'volume_type': volume_type,
                           'spdk_rpc_socket': dep.target.socket_path}
+    if compute:
+        _add_compute(conf, *compute)
     return conf
+
+
+def _add_compute(conf, image, flavor):
+    conf['service_available'].update(nova='True', glance='True')
+    conf['compute'] = {'image_ref': image, 'flavor_ref': flavor,
+                       'build_timeout': '600'}
+    conf['compute-feature-enabled'] = {'console_output': 'True'}
+    conf['validation'] = {'run_validation': 'False'}
+    conf['volume-feature-enabled']['extend_attached_volume'] = 'True'
+    conf['spdk_vhost'].update(scenario_tests='True', hugepage_flavor=flavor,
+                              guest_access='console')
 
 
 def write(path, conf):

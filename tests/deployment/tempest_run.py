@@ -20,18 +20,24 @@ import testtools
 
 from tests.deployment import processes
 
-API_TESTS = os.path.join(processes.REPO, 'tempest_plugin', 'tests', 'api')
-API_REGEX = r'^tempest_plugin\.tests\.api\.'
+PLUGIN_TESTS = os.path.join(processes.REPO, 'tempest_plugin', 'tests')
 # "id[-...],smoke]" tags that tempest appends to a test's name.
 _TAGS = re.compile(r'\[[^\]]*\]$')
 
 
-def expected_tests(directory=API_TESTS, package='tempest_plugin.tests.api'):
-    """Ids of the ``test_*`` methods of the classes in ``directory``.
+def regex(kind):
+    """The ``--regex`` of the plugin's ``kind`` tests (api, scenario)."""
+    return r'^tempest_plugin\.tests\.%s\.' % kind
+
+
+def expected_tests(kind):
+    """Ids of the ``test_*`` methods of the plugin's ``kind`` tests.
 
     Read from the source, not from tempest's discovery: a test that
     tempest failed to load must count as missing, not as absent.
     """
+    directory = os.path.join(PLUGIN_TESTS, kind)
+    package = 'tempest_plugin.tests.' + kind
     found = set()
     for path in sorted(glob.glob(os.path.join(directory, 'test_*.py'))):
         module = '%s.%s' % (package, os.path.basename(path)[:-3])
@@ -70,16 +76,15 @@ def parse_subunit(stream):
     return results
 
 
-def tempest_run(workspace, conf_path, regex=API_REGEX, concurrency=2,
-                timeout=600):
+def tempest_run(workspace, conf_path, kind, concurrency=2, timeout=600):
     """``tempest run`` in ``workspace``: (returncode, results, stderr).
 
     Tempest writes ``.stestr.conf`` into the empty workspace itself when
     given ``--config-file``.
     """
     argv = [processes.console_script('tempest'), 'run', '--config-file',
-            conf_path, '--regex', regex, '--concurrency', str(concurrency),
-            '--subunit']
+            conf_path, '--regex', regex(kind),
+            '--concurrency', str(concurrency), '--subunit']
     proc = subprocess.Popen(argv, cwd=workspace, env=processes.service_env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             stdin=subprocess.DEVNULL, start_new_session=True)

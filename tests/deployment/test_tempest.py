@@ -1,11 +1,14 @@
-"""The tempest plugin's API tests, run by tempest, on this deployment.
+"""The tempest plugin's tests, run by tempest, on this deployment.
 
 Loading the plugin proves little: its tests must run against a real
 Cinder with the spdk_vhost backend and pass. Tempest authenticates with
 keystone, so a keystone and a keystone-authenticated cinder-api are
 added to the shared deployment (see ``keystone_api``); ``tempest run``
-then runs every API test of the plugin with ``[spdk_vhost] api_tests``
-on and the SPDK socket set, so the tests also check what SPDK enforces.
+then runs the plugin's tests with the SPDK socket set, so they also
+check what SPDK enforces: the API tests on Cinder alone, the scenario
+tests on the compute cloud too (real Nova, servers booted from the test
+guest, which reports its disks on the console that tempest reads
+through Nova's API).
 """
 
 import os
@@ -15,21 +18,14 @@ import testtools
 
 from tests.deployment import base
 from tests.deployment import cinder_conf
+from tests.deployment import nova_base
 from tests.deployment import processes
 from tests.deployment import tempest_conf
 from tests.deployment import tempest_run
 
 
-class TestTempestApi(base.DeploymentTestCase):
-
-    def setUp(self):
-        super().setUp()
-        self.front = self.deployment.front()
-        self.addOnException(self._attach_front_logs)
-
-    def _attach_front_logs(self, exc_info):
-        for name, text in self.front.logs().items():
-            self.addDetail(name, testtools.content.text_content(text))
+class TempestRunMixin(object):
+    """Run one kind of the plugin's tests; every one of them must pass."""
 
     def _attach_tempest_logs(self, workspace, stderr):
         self.addDetail('tempest-stderr',
@@ -37,20 +33,23 @@ class TestTempestApi(base.DeploymentTestCase):
         self.addDetail('tempest.log', testtools.content.text_content(
             processes.tail(os.path.join(workspace, 'tempest.log'), 20000)))
 
-    def test_every_api_test_passes(self):
-        expected = tempest_run.expected_tests()
-        self.assertGreater(len(expected), 0, 'no API test found to run')
+    def run_tempest(self, kind, compute=None, timeout=600):
+        expected = tempest_run.expected_tests(kind)
+        self.assertGreater(len(expected), 0, 'no %s test found' % kind)
+        front = self.deployment.front()
+        self.addOnException(lambda _exc: self.attach_service_logs(front))
         # The type the tests' volumes get by default, on the backend.
         vtype = self.make_type(extra_specs={
             'volume_backend_name': cinder_conf.BACKEND})
         workspace = self.useFixture(fixtures.TempDir()).path
         conf_path = os.path.join(workspace, 'tempest.conf')
         tempest_conf.write(conf_path, tempest_conf.build(
-            self.deployment, self.front.keystone.uri,
-            self.front.keystone.admin_password, volume_type=vtype.name,
-            lock_path=os.path.join(workspace, 'lock')))
+            self.deployment, front.keystone.uri,
+            front.keystone.admin_password, volume_type=vtype.name,
+            lock_path=os.path.join(workspace, 'lock'), compute=compute))
 
-        rc, results, stderr = tempest_run.tempest_run(workspace, conf_path)
+        rc, results, stderr = tempest_run.tempest_run(
+            workspace, conf_path, kind, timeout=timeout)
 
         self.addOnException(lambda _exc: self._attach_tempest_logs(
             workspace, stderr))
@@ -62,5 +61,23 @@ class TestTempestApi(base.DeploymentTestCase):
                 results[test][1].get('traceback', ''))
             for test in failed))
         self.assertEqual(sorted(expected), sorted(results),
-                         'the tests tempest ran are not the API tests')
+                         'the tests tempest ran are not the %s tests' % kind)
         self.assertEqual(0, rc, 'tempest run failed:\n%s' % stderr[-3000:])
+
+    def attach_service_logs(self, service):
+        for name, text in service.logs().items():
+            self.addDetail(name, testtools.content.text_content(text))
+
+
+class TestTempestApi(TempestRunMixin, base.DeploymentTestCase):
+
+    def test_every_api_test_passes(self):
+        self.run_tempest('api')
+
+
+class TestTempestScenario(TempestRunMixin, nova_base.NovaTestCase):
+
+    def test_every_scenario_test_passes(self):
+        self.run_tempest('scenario', compute=(self.images['report'],
+                                              self.image_flavor),
+                         timeout=1800)

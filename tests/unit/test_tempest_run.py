@@ -14,6 +14,7 @@ import threading
 import unittest
 
 import subunit
+from tempest.lib.common import api_microversion_fixture
 from tempest.lib import exceptions as lib_exc
 from tempest.lib.services.volume.v3 import volumes_client
 
@@ -29,13 +30,22 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         length = int(self.headers['Content-Length'])
         self.server.requests.append(
-            (self.path, dict(self.headers), self.rfile.read(length)))
+            (self.path, self.headers.items(), self.rfile.read(length)))
         self.send_response(self.server.status)
+        version = self.headers.get('OpenStack-API-Version')
+        if version:
+            self.send_header('OpenStack-API-Version', version)
         self.send_header('Content-Length', '0')
         self.end_headers()
 
     def log_message(self, *args):
         pass
+
+
+def _versions(headers):
+    """Every microversion header sent, whatever its case."""
+    return [value for name, value in headers
+            if name.lower() == 'openstack-api-version']
 
 
 class _AuthProvider(object):
@@ -74,8 +84,18 @@ class PostVolumeActionTest(base.TestCase):
         plugin_base.post_volume_action(self.client, 'vol-1', body, '3.40')
         [(path, headers, sent)] = self.server.requests
         self.assertEqual('/v3/project/volumes/vol-1/action', path)
-        self.assertEqual('volume 3.40', headers['OpenStack-API-Version'])
+        self.assertEqual(['volume 3.40'], _versions(headers))
         self.assertEqual(body, json.loads(sent))
+
+    def test_microversion_of_the_test_class_is_replaced(self):
+        # Scenario tests send their class's microversion on every
+        # request: the action must still go at its own, in one header.
+        self.useFixture(api_microversion_fixture.APIMicroversionFixture(
+            volume_microversion='3.0'))
+        plugin_base.post_volume_action(
+            self.client, 'vol-1', {'os-extend': {'new_size': 2}}, '3.42')
+        [(_path, headers, _sent)] = self.server.requests
+        self.assertEqual(['volume 3.42'], _versions(headers))
 
     def test_other_status_raises(self):
         self.server.status = 200
@@ -129,15 +149,20 @@ class ExpectedTestsTest(base.TestCase):
         test_dir, top_dir = plugin.SpdkVhostTempestPlugin().load_tests()
         suite = unittest.TestLoader().discover(test_dir,
                                                top_level_dir=top_dir)
-        discovered = set()
+        discovered = {'api': set(), 'scenario': set()}
         pending = [suite]
         while pending:
             item = pending.pop()
             if isinstance(item, unittest.TestSuite):
                 pending.extend(item)
-            elif item.id().startswith('tempest_plugin.tests.api.'):
-                discovered.add(item.id().split('[')[0])
-        expected = tempest_run.expected_tests()
+            else:
+                kind = item.id().split('.')[2]
+                discovered[kind].add(item.id().split('[')[0])
         self.assertIn('tempest_plugin.tests.api.test_volumes.'
-                      'VolumeLifecycleTest.test_revert_to_snapshot', expected)
-        self.assertEqual(discovered, expected)
+                      'VolumeLifecycleTest.test_revert_to_snapshot',
+                      tempest_run.expected_tests('api'))
+        self.assertIn('tempest_plugin.tests.scenario.test_vhost_attach.'
+                      'VhostAttachTest.test_extend_while_attached',
+                      tempest_run.expected_tests('scenario'))
+        for kind, found in discovered.items():
+            self.assertEqual(found, tempest_run.expected_tests(kind))
