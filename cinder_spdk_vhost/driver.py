@@ -810,9 +810,7 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
         Its ``migration_status`` is ``target:<source id>``: refused
         before anything is made or copied, whatever the source backend.
         """
-        status = (volume.migration_status
-                  if volume.obj_attr_is_set('migration_status') else None)
-        if (status or '').startswith('target:'):
+        if volume.is_migration_target():
             raise exception.VolumeMigrationFailed(reason=HOST_COPY_REFUSED)
 
     # -- export ----------------------------------------------------------
