@@ -49,9 +49,10 @@ def local_volume_problem(block_device_info):
         return None
     return ('SPDK vhost volume(s) %s are hyperconverged (transport local): '
             'their data is on this host\'s SPDK target, which cannot export '
-            'them while this host serves the guest. Move the volumes to a '
-            'storage node backend first (cinder retype/migrate with the '
-            'server stopped, or detach them)' % ', '.join(sorted(local)))
+            'them while this host serves the guest, and the instance '
+            'would depend on this host all the same. Only volumes of a '
+            'storage node backend (transport tcp or rdma) can move with '
+            'the instance' % ', '.join(sorted(local)))
 
 
 def _vhost_bdms(bdms):
