@@ -58,6 +58,8 @@ MIB = 1024 * KIB
 # region is written once before and must be intact after.
 BASE = (0, MIB, 'before-migration')
 WRITER = (4 * MIB, 256 * KIB, 'while-migrating')
+# A front-end QoS limit far above what a TCG guest writes.
+LIMIT_MIB = 200
 
 
 def sha256(token, length):
@@ -162,10 +164,10 @@ class LiveMigrationTest(base.TestCase):
         conn.setdefault('serial', volume_id)
         return connector, conn
 
-    def boot(self, inst):
+    def boot(self, inst, type_id=None):
         """The instance on host a, its console and connection."""
         src = self.hosts['a']
-        vol = self.cinder.call('create_volume', size=1)
+        vol = self.cinder.call('create_volume', size=1, type_id=type_id)
         self.connector_a, conn = self.attach(src, vol['id'], inst)
         src.driver._connect_volume(self.context, conn, inst)
         disk = src.driver._get_volume_config(
@@ -268,6 +270,14 @@ class LiveMigrationTest(base.TestCase):
     def controllers(self, host):
         return [c['ctrlr'] for c in rpc(host.target, 'vhost_get_controllers')]
 
+    def limits(self, host, volume_id):
+        """The rate limits on the bdev of the volume's controller."""
+        ctrl = rpc(host.target, 'vhost_get_controllers',
+                   {'name': 'vhost-' + volume_id})[0]
+        bdev = ctrl['backend_specific']['block']['bdev']
+        return rpc(host.target, 'bdev_get_bdevs', {'name': bdev})[0][
+            'assigned_rate_limits']['rw_mbytes_per_sec']
+
     def nvme(self, host):
         return [c['name'] for c in rpc(host.target,
                                        'bdev_nvme_get_controllers')]
@@ -306,10 +316,17 @@ class LiveMigrationTest(base.TestCase):
                              read['vda.read@%d' % offset])
 
     def test_migrate_writing_then_idle(self):
-        """a to b while the guest writes, then back to a idle."""
+        """a to b while the guest writes, then back to a idle.
+
+        The volume has a front-end QoS limit: in force wherever it runs.
+        """
         inst = self._instance()
         a, b = self.hosts['a'], self.hosts['b']
-        volume_id, conn_a, console = self.boot(inst)
+        type_id = self.cinder.call(
+            'create_type', name='limited', consumer='front-end',
+            qos={'total_bytes_sec': str(LIMIT_MIB * MIB)})
+        volume_id, conn_a, console = self.boot(inst, type_id)
+        self.assertEqual(LIMIT_MIB, self.limits(a, volume_id))
         console.execute(qemu.writer_start('vda', *WRITER))
         console.execute(qemu.writer_status())
 
@@ -317,12 +334,14 @@ class LiveMigrationTest(base.TestCase):
                               (self.connector_a, conn_a), 'writing guest')
         console = self.console(dom)
         self.check_data(console, writer_stopped=False)
+        self.assertEqual(LIMIT_MIB, self.limits(b, volume_id))
 
         at_a, dom = self.move(inst, volume_id, b, a, at_b, 'idle guest')
         console = self.console(dom)
         self.check_data(console, writer_stopped=True)
         self.assertEqual(['vhost-' + volume_id], self.controllers(a))
         self.assertEqual([HOSTS['a']], self.admitted(volume_id))
+        self.assertEqual(LIMIT_MIB, self.limits(a, volume_id))
 
     def test_aborted_migration_rolls_back(self):
         """Aborted while copying memory: the source's state, exactly."""
