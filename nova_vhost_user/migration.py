@@ -108,15 +108,17 @@ _MEMORY_CHILDREN = ('source', 'access', 'allocation', 'discard')
 def keep_memory_backing(source_xml, dest_xml):
     """``dest_xml`` with the memory backing children of ``source_xml``.
 
-    Only where Nova removed them all (not for a destination that asked
-    for file-backed memory, where Nova sets its own).
+    Only for hugepage memory (this driver's shared memory; Nova's
+    file-backed memory never has hugepages) and only where Nova removed
+    them all (a destination asking for file-backed memory gets Nova's).
     """
     dest = etree.fromstring(dest_xml)
     dest_backing = dest.find('./memoryBacking')
     src_backing = etree.fromstring(source_xml).find('./memoryBacking')
-    if dest_backing is None or src_backing is None or any(
-            dest_backing.find(name) is not None
-            for name in _MEMORY_CHILDREN):
+    if (dest_backing is None or src_backing is None or
+            src_backing.find('hugepages') is None or
+            any(dest_backing.find(name) is not None
+                for name in _MEMORY_CHILDREN)):
         return dest_xml
     for child in src_backing:
         if child.tag in _MEMORY_CHILDREN:

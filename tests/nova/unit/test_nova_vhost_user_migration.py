@@ -149,6 +149,12 @@ class TestMemoryBacking(driver_tests.DriverTestCase):
         self.assertEqual(dest, migration.keep_memory_backing(self.SOURCE,
                                                              dest))
 
+    def test_file_backed_source_left_to_nova(self):
+        source = fakes.domain_xml('<memoryBacking><source type="file"/>'
+                                  '<access mode="shared"/></memoryBacking>')
+        dest = fakes.domain_xml('<memoryBacking/>')
+        self.assertEqual(dest, migration.keep_memory_backing(source, dest))
+
     def test_migrate_sends_the_source_backing(self):
         domain = mock.Mock()
         domain.XMLDesc.return_value = self.SOURCE
