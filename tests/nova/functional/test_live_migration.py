@@ -116,7 +116,6 @@ class LiveMigrationTest(base.TestCase):
                       self.workdir, peer_uri=second.first_uri),
             'b': Host('b', targets.remote_compute(self, 'compute-b'),
                       second.uri, self.workdir)}
-        self.libvirt_b = second
         for host in self.hosts.values():
             guests.open_to_qemu(host.target.vhost_dir)
             self.be(host)
