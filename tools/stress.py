@@ -89,12 +89,14 @@ class Worker(object):
         self.cycles = 0
 
     # Objects without a database (cinder.tests.unit's fakes would
-    # monkey-patch threading with eventlet).
+    # monkey-patch threading with eventlet), with the fields the driver
+    # reads that a database row always has.
     def _volume(self):
         from cinder import objects
         return objects.Volume(context=self.ctxt, id=str(uuid.uuid4()),
                               size=1, host='stress@spdk#%s' % LVS,
-                              volume_type_id=None, _name_id=None)
+                              volume_type_id=None, _name_id=None,
+                              migration_status=None)
 
     def _snapshot(self, volume):
         from cinder import objects
@@ -200,6 +202,9 @@ def leaks(storage, compute):
         c['ctrlr'] for c in compute.vhost_get_controllers()]
     found['nvme controllers'] = [
         c['name'] for c in compute.bdev_nvme_get_controllers()]
+    # The single-member raid0 a local attach puts in front of an lvol.
+    found['raid bdevs'] = [r['name'] for r in compute.call(
+        'bdev_raid_get_bdevs', {'category': 'all'})]
     return found
 
 
