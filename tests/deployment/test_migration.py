@@ -16,6 +16,7 @@ import fixtures
 
 from testbed import spdk_dd
 from tests.deployment import base
+from tests.deployment import test_connection
 from tests.deployment import test_lifecycle
 
 MIB = 1024 * 1024
@@ -100,6 +101,7 @@ class TestMigration(base.DeploymentTestCase):
         vol = self.create_volume(1, volume_type=old.id)
         data, allocated = self._fill(vol)
         self.cinder.volumes.retype(vol, new.id, 'on-demand')
+        vol = self.admin_client().volumes.get(vol.id)
         deadline = time.monotonic() + base.TIMEOUT
         while True:
             vol = self.admin_client().volumes.get(vol.id)
@@ -137,3 +139,50 @@ class TestMigration(base.DeploymentTestCase):
         with open(self.deployment.log_path('cinder-volume')) as log:
             self.assertIn('generic (host-assisted) migration cannot move',
                           log.read())
+
+    def test_attached_volume_is_not_moved(self):
+        """Cinder's generic migration for it is refused: it stays, in use."""
+        vol = self.create_volume(1)
+        _data, allocated = self._fill(vol)
+        # No instance: Cinder would ask Nova (none here) before detaching.
+        attachment = self.cinder.attachments.create(
+            vol.id, test_connection.nova_connector())
+        self.addCleanup(self.wait_status, self.cinder.volumes, vol.id,
+                        'available')
+        self.addCleanup(self.cinder.attachments.delete, attachment['id'])
+        self.cinder.attachments.complete(attachment['id'])
+        self.wait_status(self.cinder.volumes, vol.id, 'in-use')
+        exported = self._exports()
+        # A retype to a type of the other pool: the driver declines,
+        # Cinder's generic migration is refused.
+        new = self.make_type(extra_specs={'pool_name': LVS1})
+        self.cinder.volumes.retype(vol, new.id, 'on-demand')
+        self._check_stayed(vol, allocated, exported)
+        # Cinder writes the volume's status once more after the failed
+        # migration of a retype.
+        time.sleep(3)
+        self.admin_client().volumes.migrate_volume(
+            vol, self.deployment.host + '#' + LVS1, False, False)
+        self._check_stayed(vol, allocated, exported)
+
+    def _exports(self):
+        return [s['nqn'] for s in self.rpc('nvmf_get_subsystems')
+                if s['subtype'] == 'NVMe']
+
+    def _check_stayed(self, vol, allocated, exported):
+        """The attached volume's migration failed; nothing moved."""
+        vol = self.admin_client().volumes.get(vol.id)
+        deadline = time.monotonic() + base.TIMEOUT
+        while vol.status in ('retyping', 'maintenance') or getattr(
+                vol, 'os-vol-mig-status-attr:migstat') not in (
+                    'error', 'success'):
+            self.assertLess(time.monotonic(), deadline, vol.status)
+            time.sleep(0.5)
+            vol = self.admin_client().volumes.get(vol.id)
+        self.assertEqual(('error', 'in-use', '__DEFAULT__',
+                          self.deployment.host + '#' + base.LVS),
+                         (getattr(vol, 'os-vol-mig-status-attr:migstat'),
+                          vol.status, vol.volume_type, self._host(vol)))
+        self.assertEqual({}, self.lvols(LVS1))
+        self.assertEqual(allocated, self._allocated(vol, base.LVS))
+        self.assertEqual(exported, self._exports())
