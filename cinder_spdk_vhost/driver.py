@@ -810,7 +810,9 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
         Its ``migration_status`` is ``target:<source id>``: refused
         before anything is made or copied, whatever the source backend.
         """
-        if volume.is_migration_target():
+        # An object built without a database row may lack the field.
+        if (volume.obj_attr_is_set('migration_status') and
+                volume.is_migration_target()):
             raise exception.VolumeMigrationFailed(reason=HOST_COPY_REFUSED)
 
     # -- export ----------------------------------------------------------
