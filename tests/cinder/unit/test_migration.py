@@ -4,7 +4,10 @@ What the driver asks of FakeSpdk; tests/cinder/functional/test_migration.py
 checks on a real target that the data arrives and stays thin.
 """
 
+import uuid
+
 from cinder import exception
+from cinder import objects
 import fixtures
 
 from cinder_spdk_vhost import driver as spdk_driver
@@ -211,3 +214,11 @@ class HostCopyTest(MigrationTestCase):
                                 self.driver.create_volume, volume)
         self.assertIn(spdk_driver.HOST_COPY_REFUSED, str(err))
         self.assertEqual([], sorted(self.fake.lvols))
+
+    def test_volume_object_without_the_field_is_created(self):
+        """Built without a database row, as tools/stress.py does."""
+        volume = objects.Volume(context=self.ctxt, id=str(uuid.uuid4()),
+                                size=1, host=base.HOST + '#' + LVS,
+                                volume_type_id=None, _name_id=None)
+        self.driver.create_volume(volume)
+        self.assertEqual([volume.name], self.in_pool(LVS))
