@@ -15,6 +15,11 @@ first daemon reaches it there for a peer-to-peer migration. The other way
 round, ``qemu:///system`` would be this daemon itself (its namespace
 hides the first one's ``/run/libvirt``), so the first daemon is also
 bind-mounted inside, at :attr:`LibvirtHost.first_uri`.
+
+With ``hostname``, the daemon also gets its own UTS namespace and that
+host name: Nova names a compute node (and its placement resource
+provider) after libvirt's host name, so two nova-compute services on one
+machine need daemons that report different ones.
 """
 
 import os
@@ -67,9 +72,10 @@ def _stop_pid(path, timeout=20):
 class LibvirtHost(fixtures.Fixture):
     """libvirtd and virtlogd of a second "host"; ``uri`` reaches it."""
 
-    def __init__(self, start_timeout=30):
+    def __init__(self, start_timeout=30, hostname=None):
         super().__init__()
         self.start_timeout = start_timeout
+        self.hostname = hostname
 
     def _setUp(self):
         if os.getuid() != 0:
@@ -105,9 +111,10 @@ class LibvirtHost(fixtures.Fixture):
         self._start()
 
     def _start(self):
+        namespaces = ['--mount'] + (['--uts'] if self.hostname else [])
         self.holder = subprocess.Popen(
-            ['unshare', '--mount', '--propagation', 'private', 'sleep',
-             'infinity'], start_new_session=True)
+            ['unshare'] + namespaces + ['--propagation', 'private', 'sleep',
+                                        'infinity'], start_new_session=True)
         self.addCleanup(self._stop_holder)
         deadline = time.monotonic() + 10
         while _namespace(self.holder.pid) == _namespace(os.getpid()):
@@ -118,12 +125,16 @@ class LibvirtHost(fixtures.Fixture):
                   'mount --bind /run/libvirt %s' % self.first_run_dir]
         script += ['mount --bind %s %s' % (path, mount)
                    for mount, path in self.dirs.items()]
+        enter = ['--mount=/proc/%d/ns/mnt' % self.holder.pid]
+        if self.hostname:
+            script.append('hostname %s' % self.hostname)
+            enter.append('--uts=/proc/%d/ns/uts' % self.holder.pid)
         script += ['virtlogd -d -p /run/libvirt/virtlogd.pid',
                    'libvirtd -d -p /run/libvirt/libvirtd.pid']
         self.addCleanup(self._stop_daemons)
-        subprocess.run(['nsenter', '--mount=/proc/%d/ns/mnt'
-                        % self.holder.pid, '--', 'sh', '-c',
-                        '\n'.join(script)], check=True, timeout=60)
+        subprocess.run(['nsenter'] + enter + ['--', 'sh', '-c',
+                                              '\n'.join(script)],
+                       check=True, timeout=60)
         self._wait_ready()
 
     def _wait_ready(self):
