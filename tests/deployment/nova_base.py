@@ -124,21 +124,27 @@ class NovaTestCase(base.DeploymentTestCase):
         """A bootable volume holding the test guest's root image."""
         return self.create_volume(size, imageRef=self.image, **kwargs)
 
-    def boot_from_volume(self, volume_id):
-        """A server booted from ``volume_id``, ACTIVE; deleted after."""
+    def boot_from_volume(self, volume_id, **kwargs):
+        """A server booted from ``volume_id``, ACTIVE; deleted after.
+
+        ``kwargs`` go to Nova's create (``host``: an admin's choice).
+        """
         server = self.nova.servers.create(
             self.getUniqueString('server'), image=None, flavor=self.flavor,
             block_device_mapping_v2=[{
                 'uuid': volume_id, 'source_type': 'volume',
                 'destination_type': 'volume', 'boot_index': 0,
                 'delete_on_termination': False}],
-            nics='none')
+            nics='none', **kwargs)
         self.addCleanup(self._delete_server, server.id)
         return self.wait_server(server.id, 'ACTIVE')
 
-    def console(self, server):
-        """The guest's shell, once it serves commands."""
-        shell = cloud_guest.console(self.conn, server.id)
+    def console(self, server, conn=None):
+        """The guest's shell, once it serves commands.
+
+        ``conn``: the libvirtd the guest runs on, if not the machine's.
+        """
+        shell = cloud_guest.console(conn or self.conn, server.id)
         self.addCleanup(shell.close)
         deadline = time.monotonic() + BOOT_TIMEOUT
         while True:

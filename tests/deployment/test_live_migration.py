@@ -1,0 +1,140 @@
+"""Live migration through Nova's API, between two compute hosts.
+
+The hosts (:mod:`migration_computes`) attach the deployment's volumes
+over NVMe/TCP with their own SPDK targets. A server booted from a volume
+on one, with a second volume hot-attached and a writer in the guest,
+goes to the other with ``nova live-migration``; the same guest keeps
+running there (its boot id, its writer), no write fails, the data reads
+back, and the SPDK side moved: the destination's target has the
+controllers and NVMe-oF connections, the source's has none, and each
+volume's export admits only the destination's host NQN.
+"""
+
+import hashlib
+import time
+
+import testtools
+
+from testbed.guest import qemu
+from tests.deployment import cloud_guest
+from tests.deployment import migration_computes
+from tests.deployment import nova_base
+
+try:
+    import libvirt
+except ImportError:  # NovaTestCase's setUp reports it
+    libvirt = None
+
+MIB = 1024 * 1024
+SOURCE, DESTINATION = sorted(migration_computes.HOSTS)
+# Written once before the migration, rewritten all along by the writer.
+BASE = (0, MIB, 'before-migration')
+WRITER = (4 * MIB, 256 * 1024, 'while-migrating')
+MIGRATION_TIMEOUT = 300
+
+
+class TestNovaLiveMigration(nova_base.NovaTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.computes = self.useFixture(
+            migration_computes.MigrationComputes(self.cloud))
+        self.addOnException(self._attach_compute_logs)
+        print('MIGRATION computes started in %.1f s'
+              % self.computes.startup_seconds)
+        self.hosts = self.computes.hosts
+
+    def _attach_compute_logs(self, exc_info):
+        for name, text in self.computes.logs(8000).items():
+            self.addDetail(name, testtools.content.text_content(text))
+
+    def libvirt_of(self, host):
+        conn = libvirt.open(host.uri)
+        self.addCleanup(conn.close)
+        return conn
+
+    def host_of(self, server_id):
+        return getattr(self.nova.servers.get(server_id),
+                       'OS-EXT-SRV-ATTR:host')
+
+    def admitted(self, volume_id):
+        """Host NQNs the storage target's export of the volume admits."""
+        for sub in self.rpc('nvmf_get_subsystems'):
+            if sub['nqn'].endswith(volume_id):
+                return sorted(h['nqn'] for h in sub['hosts'])
+        return []
+
+    def migration_done(self, server_id):
+        """True once completed; a failed migration fails the test."""
+        statuses = [m.status for m in self.nova.migrations.list(
+            instance_uuid=server_id)]
+        failed = set(statuses) & {'error', 'failed', 'cancelled'}
+        if failed:
+            self.fail('live migration %s: %s' % (
+                ', '.join(sorted(failed)),
+                getattr(self.nova.servers.get(server_id), 'fault', None)))
+        return statuses == ['completed']
+
+    @staticmethod
+    def attached(host):
+        """(vhost controllers, NVMe-oF controllers) of a host's target."""
+        return (sorted(c['ctrlr'] for c in host.rpc('vhost_get_controllers')),
+                len(host.rpc('bdev_nvme_get_controllers')))
+
+    def test_live_migrate_writing_guest(self):
+        src, dst = self.hosts[SOURCE], self.hosts[DESTINATION]
+        boot = self.boot_volume()
+        data = self.create_volume(1)
+        server = self.boot_from_volume(boot.id, host=SOURCE)
+        self.assertEqual(SOURCE, self.host_of(server.id))
+        self.nova.volumes.create_server_volume(server.id, data.id)
+        self.wait_status(self.cinder.volumes, data.id, 'in-use')
+        shell = self.console(server, self.libvirt_of(src))
+        self.wait_disk(shell, 'vdb')
+        boot_id = shell.execute(
+            'gt_result b "$(cat /proc/sys/kernel/random/boot_id)"')['b']
+        wrote = shell.execute(qemu.write_pattern('vdb', *BASE))
+        shell.execute(qemu.writer_start('vdb', *WRITER))
+        before = int(shell.execute(qemu.writer_status())['writer.writes'])
+
+        controllers = sorted('vhost-' + v.id for v in (boot, data))
+        self.assertEqual((controllers, 2), self.attached(src))
+        for vol in (boot, data):
+            self.assertEqual([src.host_nqn], self.admitted(vol.id))
+
+        started = time.monotonic()
+        self.nova.servers.live_migrate(server, host=DESTINATION,
+                                       block_migration=False)
+        self.wait_for(lambda: self.migration_done(server.id),
+                      'the live migration', MIGRATION_TIMEOUT)
+        self.wait_server(server.id, 'ACTIVE', MIGRATION_TIMEOUT)
+        print('MIGRATION through Nova API: %.1f s from the request to '
+              'ACTIVE on the destination' % (time.monotonic() - started))
+        self.assertEqual(DESTINATION, self.host_of(server.id))
+
+        # The same guest, on the destination's libvirtd, still writing.
+        shell = self.console(server, self.libvirt_of(dst))
+        self.assertEqual(boot_id, shell.execute(
+            'gt_result b "$(cat /proc/sys/kernel/random/boot_id)"')['b'])
+        time.sleep(2)
+        result = shell.execute(qemu.writer_stop(), timeout=60)
+        self.assertEqual('0', result['writer.failures'])
+        self.assertGreater(int(result['writer.writes']), before)
+        offset, length, token = BASE
+        self.assertEqual(wrote['vdb.wrote@%d' % offset], shell.execute(
+            qemu.read_back('vdb', offset, length))['vdb.read@%d' % offset])
+        offset, length, token = WRITER
+        self.assertEqual(
+            hashlib.sha256(qemu.pattern_bytes(token, length)).hexdigest(),
+            shell.execute(qemu.read_back('vdb', offset, length))[
+                'vdb.read@%d' % offset])
+        self.assertEqual(cloud_guest.root_sha256(), shell.execute(
+            qemu.read_back('vda', 0, cloud_guest.ROOT_BYTES))['vda.read@0'])
+
+        # The SPDK side moved with it.
+        self.assertEqual((controllers, 2), self.attached(dst))
+        self.assertEqual(([], 0), self.attached(src))
+        for vol in (boot, data):
+            self.assertEqual([dst.host_nqn], self.admitted(vol.id))
+        self.assertRaises(libvirt.libvirtError,
+                          self.libvirt_of(src).lookupByUUIDString, server.id)
