@@ -857,8 +857,11 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
                 data['transport'] = 'local'
             else:
                 host_nqn = export.require_host_nqn(connector)
+                attached = export.host_attachments(volume, host_nqn,
+                                                   export.ATTACHED)
                 data.update(self.exporter.export(volume.name, lvol,
-                                                 host_nqn, rb))
+                                                 host_nqn, rb,
+                                                 rekey=not attached))
                 self._persist()
         return {'driver_volume_type': 'spdk_vhost', 'data': data}
 
@@ -871,7 +874,9 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
     def terminate_connection(self, volume, connector, **kwargs):
         """Drop the host from the subsystem, and the subsystem when empty.
 
-        ``connector`` None (force detach) removes every host.
+        ``connector`` None (force detach) removes every host. A host with
+        another attachment of the volume (a multiattach volume's other
+        guest there) stays admitted: True tells Cinder so.
         """
         if self._is_local(connector):
             return
@@ -884,6 +889,11 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
             return
         with locks.locked(locks.vlock(volume.id)), \
                 errors.translated('detach volume %s' % volume.id):
+            if host_nqn and len(export.host_attachments(volume,
+                                                        host_nqn)) > 1:
+                LOG.info('Volume %s stays exported to %s: another of its '
+                         'attachments is there', volume.id, host_nqn)
+                return True
             self.exporter.unexport(volume.name, host_nqn)
             self._persist()
 
@@ -929,7 +939,7 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
             'thin_provisioning_support': conf.spdk_thin_provision,
             'thick_provisioning_support': not conf.spdk_thin_provision,
             'QoS_support': True,
-            'multiattach': False,
+            'multiattach': True,
             'location_info': 'spdk_vhost:%s:%s' % (self.target_id, lvs),
         }
 

@@ -16,6 +16,7 @@ import contextlib
 import ipaddress
 
 from cinder import exception
+from cinder.objects import fields
 from oslo_log import log
 
 from cinder_spdk_vhost import target_rpcs
@@ -29,6 +30,10 @@ SERIAL_LEN = 20
 MODEL = 'Cinder SPDK vhost'
 # Connection-info fields of the host's and the subsystem's secrets.
 KEY_FIELDS = ('dhchap_key', 'dhchap_ctrlr_key')
+# Attachments whose host connection exists or is being made.
+LIVE = (fields.VolumeAttachStatus.ATTACHING,
+        fields.VolumeAttachStatus.ATTACHED)
+ATTACHED = (fields.VolumeAttachStatus.ATTACHED,)
 
 
 def _key_names(nqn, host_nqn):
@@ -141,10 +146,13 @@ class NvmfExport(object):
         self._listen(nqn)
         return {'hosts': [], 'namespaces': [{'nsid': ns_id}]}
 
-    def export(self, volume_name, lvol, host_nqn, rollback):
+    def export(self, volume_name, lvol, host_nqn, rollback, rekey=True):
         """Admit ``host_nqn`` to the volume's subsystem; return the data.
 
         Only what this call created is registered with ``rollback``.
+        ``rekey`` False keeps an admitted host's DH-HMAC-CHAP secrets: a
+        guest of that host still uses the connection they opened (a
+        multiattach volume), and the host reuses it for this attachment.
         """
         self.require('Attaching a volume to another host')
         nqn = self.nqn(volume_name)
@@ -152,7 +160,7 @@ class NvmfExport(object):
         if sub is None:
             sub = self._create(nqn, lvol, rollback)
         admitted = host_nqn in [h['nqn'] for h in sub.get('hosts', [])]
-        if admitted and self.auth == 'dhchap':
+        if admitted and self.auth == 'dhchap' and rekey:
             # Re-admitted with a new secret: the old one is not kept
             # anywhere Cinder could hand it out again.
             self.client.nvmf_subsystem_remove_host(nqn, host_nqn)
@@ -234,6 +242,17 @@ class NvmfExport(object):
             yield
         finally:
             self.delete(nqn)
+
+
+def host_attachments(volume, host_nqn, statuses=LIVE):
+    """The volume's attachments made with host ``host_nqn``'s connector.
+
+    A multiattach volume may have several on one host (one per guest):
+    they share that host's admission to the subsystem.
+    """
+    return [att for att in volume.volume_attachment
+            if att.attach_status in statuses and
+            (att.connector or {}).get('nqn') == host_nqn]
 
 
 def require_host_nqn(connector):

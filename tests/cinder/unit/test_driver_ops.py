@@ -5,9 +5,14 @@ what the driver asks of the target, the functional tests check that real SPDK
 does what is asked.
 """
 
+from unittest import mock
+
 from cinder import exception
+from cinder import objects
+from cinder.objects import fields
 
 from cinder_spdk_vhost import driver as spdk_driver
+from cinder_spdk_vhost import export
 from cinder_spdk_vhost import lvols
 from os_brick_connector import exception as rpc_exc
 from tests.cinder import base
@@ -358,6 +363,77 @@ class ConnectionTest(dbase.DriverTestCase):
         # Detaching an old attachment of such a connector still works.
         self.driver.terminate_connection(volume, connector)
 
+    def attachment(self, volume, connector,
+                   status=fields.VolumeAttachStatus.ATTACHED):
+        """An attachment record as Cinder keeps it; the volume refreshed."""
+        att = objects.VolumeAttachment(
+            context=self.ctxt, volume_id=volume.id, attach_status=status,
+            connector=connector, attached_host=connector['host'])
+        att.create()
+        volume.refresh()
+        return att
+
+    def test_multiattach_two_guests_of_one_host_share_its_admission(self):
+        volume = self.volume()
+        nqn = self.driver.exporter.nqn(volume.name)
+        self.driver.initialize_connection(volume, dbase.REMOTE)
+        first = self.attachment(volume, dbase.REMOTE)
+        self.driver.initialize_connection(volume, dbase.REMOTE)
+        second = self.attachment(volume, dbase.REMOTE)
+        self.assertEqual([dbase.HOST_NQN],
+                         self.fake.state()['subsystems'][nqn]['hosts'])
+        # Detach either one first: the host stays admitted for the other.
+        self.assertTrue(self.driver.terminate_connection(volume,
+                                                         dbase.REMOTE))
+        self.assertEqual([dbase.HOST_NQN],
+                         self.fake.state()['subsystems'][nqn]['hosts'])
+        second.destroy()
+        volume.refresh()
+        self.assertFalse(self.driver.terminate_connection(volume,
+                                                          dbase.REMOTE))
+        first.destroy()
+        self.assertEqual({}, self.fake.subsystems)
+
+    def test_multiattach_two_hosts(self):
+        volume = self.volume()
+        nqn = self.driver.exporter.nqn(volume.name)
+        other = dict(dbase.REMOTE, host='compute2', nqn=dbase.OTHER_NQN)
+        for connector in (dbase.REMOTE, other):
+            self.driver.initialize_connection(volume, connector)
+            self.attachment(volume, connector)
+        self.assertEqual(sorted([dbase.HOST_NQN, dbase.OTHER_NQN]),
+                         sorted(self.fake.state()['subsystems'][nqn][
+                             'hosts']))
+        # One attachment per host: each detach removes its own host.
+        self.assertFalse(self.driver.terminate_connection(volume, other))
+        self.assertEqual([dbase.HOST_NQN],
+                         self.fake.state()['subsystems'][nqn]['hosts'])
+        self.assertFalse(self.driver.terminate_connection(volume,
+                                                          dbase.REMOTE))
+        self.assertEqual({}, self.fake.subsystems)
+
+    def test_detached_and_reserved_attachments_do_not_share(self):
+        volume = self.volume()
+        self.driver.initialize_connection(volume, dbase.REMOTE)
+        self.attachment(volume, dbase.REMOTE)
+        self.attachment(volume, dbase.REMOTE,
+                        fields.VolumeAttachStatus.DETACHED)
+        objects.VolumeAttachment(
+            context=self.ctxt, volume_id=volume.id,
+            attach_status=fields.VolumeAttachStatus.RESERVED).create()
+        volume.refresh()
+        self.assertFalse(self.driver.terminate_connection(volume,
+                                                          dbase.REMOTE))
+        self.assertEqual({}, self.fake.subsystems)
+
+    def test_force_detach_ignores_other_attachments(self):
+        volume = self.volume()
+        self.driver.initialize_connection(volume, dbase.REMOTE)
+        self.attachment(volume, dbase.REMOTE)
+        self.attachment(volume, dbase.REMOTE)
+        self.driver.terminate_connection(volume, None)
+        self.assertEqual({}, self.fake.subsystems)
+
     def test_export_hooks_change_nothing(self):
         volume = self.volume()
         before = self.fake.state()
@@ -365,6 +441,40 @@ class ConnectionTest(dbase.DriverTestCase):
         self.driver.ensure_export(self.ctxt, volume)
         self.driver.remove_export(self.ctxt, volume)
         self.assertEqual(before, self.fake.state())
+
+
+class RekeyTest(base.CinderTestCase):
+    """DH-HMAC-CHAP secrets of a host that still uses them are kept."""
+
+    def exporter(self, hosts):
+        conf = mock.Mock(spdk_nvmf_transport='tcp',
+                         spdk_nvmf_address='192.0.2.1', spdk_nvmf_port=4420,
+                         spdk_nvmf_nqn_prefix='nqn.2016-06.io.spdk:cinder',
+                         spdk_nvmf_auth='dhchap', spdk_nvmf_key_dir='/keys')
+        client = mock.Mock()
+        client.nvmf_get_subsystems.return_value = [{
+            'nqn': 'n', 'hosts': [{'nqn': host} for host in hosts],
+            'namespaces': [{'nsid': 1}]}]
+        return export.NvmfExport(client, conf), client
+
+    def test_admitted_host_in_use_keeps_its_secrets(self):
+        exporter, client = self.exporter([dbase.HOST_NQN])
+        data = exporter.export('volume-1', mock.Mock(), dbase.HOST_NQN,
+                               mock.Mock(), rekey=False)
+        client.nvmf_subsystem_remove_host.assert_not_called()
+        client.nvmf_subsystem_add_host.assert_not_called()
+        self.assertNotIn('dhchap_key', data)
+
+    @mock.patch.object(export.nvme_auth, 'register', autospec=True)
+    def test_admitted_host_not_in_use_gets_new_secrets(self, register):
+        exporter, client = self.exporter([dbase.HOST_NQN])
+        data = exporter.export('volume-1', mock.Mock(), dbase.HOST_NQN,
+                               mock.MagicMock())
+        client.nvmf_subsystem_remove_host.assert_called_once_with(
+            exporter.nqn('volume-1'), dbase.HOST_NQN)
+        client.nvmf_subsystem_add_host.assert_called_once()
+        self.assertIn('dhchap_key', data)
+        self.assertEqual(2, register.call_count)
 
 
 class StatsTest(dbase.DriverTestCase):
@@ -390,7 +500,7 @@ class StatsTest(dbase.DriverTestCase):
         self.assertTrue(pool['thin_provisioning_support'])
         self.assertFalse(pool['thick_provisioning_support'])
         self.assertTrue(pool['QoS_support'])
-        self.assertFalse(pool['multiattach'])
+        self.assertTrue(pool['multiattach'])
         self.assertEqual('spdk_vhost:%s:%s' % (dbase.TARGET_ID, dbase.LVS),
                          pool['location_info'])
 
