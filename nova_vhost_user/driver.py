@@ -23,7 +23,9 @@ from nova_vhost_user import reactors
 from nova_vhost_user import volume
 from os_brick_connector import config as brick_config
 from os_brick_connector import connector_errors
+from os_brick_connector import exception as spdk_exception
 from os_brick_connector import spdk_rpc
+from os_brick_connector import spdk_version
 from os_brick_connector import validation
 
 CONF = volume.CONF
@@ -51,11 +53,27 @@ class LibvirtVhostUserDriver(libvirt_driver.LibvirtDriver):
         super().init_host(host)
         self._check_spdk_options()
         conf = CONF.spdk_vhost
-        if conf.nova_check_reactor_overlap:
-            with spdk_rpc.SpdkClient.from_conf(conf) as client:
+        with spdk_rpc.SpdkClient.from_conf(conf) as client:
+            self._check_spdk_version(client)
+            if conf.nova_check_reactor_overlap:
                 reactors.check_overlap(
                     client, self._host.get_online_cpus(),
                     refuse=conf.nova_refuse_reactor_overlap)
+
+    @staticmethod
+    def _check_spdk_version(client):
+        """Refuse an SPDK release the drivers do not support.
+
+        An unreachable target is only a warning, as for the reactor
+        check: nova-compute must still start.
+        """
+        try:
+            spdk_version.check(client)
+        except spdk_version.UnsupportedSpdkVersion as err:
+            raise exception.InvalidConfiguration(str(err)) from err
+        except spdk_exception.SpdkRpcError as err:
+            LOG.warning('Could not check the SPDK target\'s version: %s',
+                        err)
 
     @staticmethod
     def _check_spdk_options():
@@ -119,6 +137,21 @@ class LibvirtVhostUserDriver(libvirt_driver.LibvirtDriver):
                     problem=problem)
         super()._connect_volume(context, connection_info, instance,
                                 encryption=encryption)
+
+    def _should_disconnect_target(self, context, instance, multiattach,
+                                  vol_driver, volume_id):
+        """Always for an SPDK volume: each guest has its own controller.
+
+        Nova skips the disconnect of a multiattach volume still attached
+        to another guest of this host, since most drivers share one host
+        connection among them. Here that would leave the detached guest's
+        controller behind; the connector removes only that controller and
+        keeps the bdev (and NVMe-oF link) the other guest still uses.
+        """
+        if isinstance(vol_driver, volume.LibvirtVhostUserBlkVolumeDriver):
+            return True
+        return super()._should_disconnect_target(
+            context, instance, multiattach, vol_driver, volume_id)
 
     def _guest_memory_problem(self, instance):
         """A running guest is judged by its live XML, others by flavor.

@@ -51,6 +51,20 @@ def _data(connection_info):
     return data
 
 
+def connector_properties(connection_info, instance):
+    """What the connector gets: Cinder's data, plus whose attachment it is.
+
+    A multiattach volume (Nova marks its connection_info) gets a
+    controller per guest, told apart by ``attached_to``: the instance
+    uuid, stable across retries and known again at detach. Any other
+    volume keeps the one controller named after it.
+    """
+    properties = dict(_data(connection_info))
+    if connection_info.get('multiattach'):
+        properties['attached_to'] = instance.uuid
+    return properties
+
+
 class LibvirtVhostUserBlkVolumeDriver(libvirt_volume.LibvirtBaseVolumeDriver):
     """Attach SPDK volumes to libvirt guests as vhost-user-blk disks.
 
@@ -85,7 +99,7 @@ class LibvirtVhostUserBlkVolumeDriver(libvirt_volume.LibvirtBaseVolumeDriver):
         if data.get('access_mode') not in (None, 'rw', 'ro'):
             raise exception.InvalidVolumeAccessMode(
                 access_mode=str(data['access_mode'])[:80])
-        properties = dict(data)
+        properties = connector_properties(connection_info, instance)
         properties['numa_node'] = numa.guest_numa_node(
             instance, self._host_topology())
         device_info = self.connector.connect_volume(properties)
@@ -98,19 +112,24 @@ class LibvirtVhostUserBlkVolumeDriver(libvirt_volume.LibvirtBaseVolumeDriver):
 
     def disconnect_volume(self, connection_info, instance, force=False):
         """Delete the controller; SPDK refuses while QEMU still uses it."""
-        self.connector.disconnect_volume(_data(connection_info), None,
-                                         force=force)
+        self.connector.disconnect_volume(
+            connector_properties(connection_info, instance), None,
+            force=force)
 
     def extend_volume(self, connection_info, instance, requested_size):
         """Grow the bdev; SPDK tells the guest the new size itself."""
-        return self.connector.extend_volume(_data(connection_info))
+        return self.connector.extend_volume(
+            connector_properties(connection_info, instance))
 
     def get_config(self, connection_info, disk_info):
         """The vhostuser disk, with none of what libvirt rejects on it.
 
         The base class is not called: most of what it sets (serial, cache,
-        iotune, readonly, blockio, discard, encryption) is refused on a
-        vhostuser disk. Read-only and QoS are enforced in SPDK instead.
+        iotune, readonly, shareable, blockio, discard, encryption) is
+        refused on a vhostuser disk. Read-only and QoS are enforced in
+        SPDK instead; a multiattach volume needs no ``<shareable/>``:
+        each guest has its own socket and there is no host image for QEMU
+        to lock.
         """
         data = connection_info['data']
         volume_id = driver_block_device.get_volume_id(connection_info)

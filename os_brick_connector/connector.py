@@ -5,6 +5,7 @@ protocol name: the Nova driver (``nova_vhost_user``) builds it directly.
 """
 
 import grp
+import hashlib
 import os
 import pwd
 import re
@@ -41,6 +42,9 @@ REMOTE_TRANSPORTS = ('tcp', 'rdma')
 # Also a safe socket file name, and short enough for sun_path.
 _VOLUME_ID = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$')
 _LOCK = 'spdk-vhost-connector'
+# Appended to a multiattach volume's controller name: which guest it is for.
+ATTACHMENT_SEP = '.'
+ATTACHMENT_TAG_LEN = 12
 
 
 def default_conf():
@@ -49,13 +53,38 @@ def default_conf():
     return cfg.CONF.spdk_vhost
 
 
-def controller_name(volume_id):
-    """The vhost-blk controller of a volume: a retry finds the same one."""
+def attachment_tag(attached_to):
+    """The short, socket-safe tag naming one guest's controller.
+
+    ``attached_to`` is whatever tells the volume's guests on this host
+    apart (Nova: the instance uuid). A hash keeps the socket path short
+    (``sun_path`` holds 107 bytes) and its characters safe; 48 bits make
+    two guests of one volume on one host colliding negligible.
+    """
+    if not isinstance(attached_to, str) or not attached_to:
+        raise errors.InvalidConnectionProperties(
+            reason='attached_to %r cannot name an SPDK controller'
+            % (attached_to,))
+    digest = hashlib.sha256(attached_to.encode('utf-8')).hexdigest()
+    return digest[:ATTACHMENT_TAG_LEN]
+
+
+def controller_name(volume_id, attached_to=None):
+    """The vhost-blk controller of an attachment: a retry finds the same one.
+
+    A volume attached to one guest per host (``attached_to`` None) has
+    one controller named after it. A multiattach volume has one per guest
+    (``attached_to`` given), all on the same bdev, so each guest gets its
+    own socket and the disk serial stays the volume id.
+    """
     if not isinstance(volume_id, str) or not _VOLUME_ID.fullmatch(volume_id):
         raise errors.InvalidConnectionProperties(
             reason='volume_id %r cannot name an SPDK controller'
             % (volume_id,))
-    return CONTROLLER_PREFIX + volume_id
+    name = CONTROLLER_PREFIX + volume_id
+    if attached_to is None:
+        return name
+    return name + ATTACHMENT_SEP + attachment_tag(attached_to)
 
 
 def _named_controller(props):
@@ -63,7 +92,7 @@ def _named_controller(props):
     if not isinstance(props, dict):
         raise errors.InvalidConnectionProperties(
             reason='expected a dict, got %s' % type(props).__name__)
-    return controller_name(props.get('volume_id'))
+    return controller_name(props.get('volume_id'), props.get('attached_to'))
 
 
 def _controller_bdev(ctrl):
@@ -83,11 +112,18 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         fewest controllers; ``[spdk_vhost] numa_policy`` says what
         happens when the node has no reactor.
 
+    ``attached_to``
+        For a multiattach volume, what tells its guests on this host
+        apart (Nova: the instance uuid); absent otherwise. Each guest
+        then gets a controller of its own on the volume's one bdev (see
+        :func:`controller_name`); disconnect needs the same value.
+
     ``connect_volume`` returns ``{'type': 'vhost_user_blk', 'path':
     <socket>, 'controller': <name>, 'cpumask': <hex>, 'numa_node': <node
     of the chosen reactor or None>}``. The controller is named from the
-    volume id, so one volume has one controller per host (no multiattach
-    to two guests of one host).
+    volume id (and ``attached_to``), so a retry finds it. The bdev under
+    it (the volume-named layer, or the NVMe-oF namespace) is shared by a
+    volume's controllers and goes with the last of them.
 
     Exceptions (all :class:`os_brick.exception.BrickException` but the
     last): malformed properties raise ``InvalidConnectionProperties``
@@ -204,16 +240,25 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         except spdk_exc.AlreadyExists:
             if not volume_bdev.is_layer_of(self.client, layer, lvol):
                 raise errors.BdevConflict(bdev=layer, wanted=lvol)
-            # Left by a detach that did not finish: no controller uses it.
+            # Another guest's controller of a multiattach volume uses it,
+            # or a detach that did not finish left it.
         except spdk_exc.NotPermitted as err:
             # Nothing was created; SPDK's log names who holds the lvol.
             raise errors.VolumeClaimed(bdev=props['bdev'],
                                        reason=err) from err
         except spdk_exc.SpdkTransportError:
-            undo.append(lambda: volume_bdev.delete(self.client, layer))
+            undo.append(lambda: self._drop_unused_layer(layer))
             raise
-        undo.append(lambda: volume_bdev.delete(self.client, layer))
+        # Never delete it from under a controller of another guest.
+        undo.append(lambda: self._drop_unused_layer(layer))
         return layer
+
+    def _drop_unused_layer(self, layer, controllers=None):
+        """Delete the volume's layer unless a controller still uses it."""
+        if controllers is None:
+            controllers = self.client.vhost_get_controllers()
+        if all(_controller_bdev(ctrl) != layer for ctrl in controllers):
+            volume_bdev.delete(self.client, layer)
 
     def _create_controller(self, name, bdev, props, undo):
         topology = numa.Topology.read(self.client, self.conf.sysfs_root)
@@ -278,7 +323,7 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         """
         props = connection_properties
         self._check_properties(props)
-        name = controller_name(props['volume_id'])
+        name = _named_controller(props)
         undo = []
         with lockutils.lock(_LOCK, external=True):
             try:
@@ -349,10 +394,11 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
     @trace.traced
     def disconnect_volume(self, connection_properties, device_info,
                           force=False, ignore_errors=False):
-        """Delete the volume's controller and, if unused, its NVMe-oF link.
+        """Delete the attachment's controller and what it alone used.
 
-        Only this volume's controller is deleted; the NVMe controller goes
-        only when no other controller uses one of its namespaces.
+        Only this attachment's controller is deleted; the volume's layer
+        or NVMe controller goes only when no other controller (another
+        guest of a multiattach volume) uses it.
         """
         props = connection_properties
         name = _named_controller(props)
@@ -381,9 +427,8 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
             nvme_initiator.detach_if_unused(self.client, props, controllers,
                                             self.conf, bdev=used)
             return
-        layer = volume_bdev.name(props['volume_id'])
-        if all(_controller_bdev(ctrl) != layer for ctrl in controllers):
-            volume_bdev.delete(self.client, layer)
+        self._drop_unused_layer(volume_bdev.name(props['volume_id']),
+                                controllers)
 
     # -- the rest of the os-brick interface --------------------------------
 

@@ -75,6 +75,11 @@ def _key_path(key_dir, name):
     return os.path.join(key_dir, name)
 
 
+def has_key(key_dir, name):
+    """Whether a key of that name was written (and so may be registered)."""
+    return os.path.exists(_key_path(key_dir, name))
+
+
 def write_key(key_dir, name, secret):
     """Write ``secret`` to ``<key_dir>/<name>``, mode 0600, and its path.
 

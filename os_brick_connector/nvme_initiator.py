@@ -133,12 +133,21 @@ def _keys(client, props, conf, name):
     return keys
 
 
-def _forget_keys(client, props, conf, name):
+def _forget_keys(client, props, conf, name, every=False):
+    """Unregister the secrets props brought (``every``: whatever exists).
+
+    A detach forgets every secret of the controller: the attachment
+    detached last may not be the one that brought them (a second guest
+    of a multiattach volume reuses the controller, and Cinder gives it no
+    new secret).
+    """
     if conf.nvme_key_dir:
         for key, suffix in _SECRETS:
-            if props.get(key) is not None:
-                nvme_auth.unregister(client, conf.nvme_key_dir,
-                                     nvme_auth.key_name(name + suffix))
+            key_name = nvme_auth.key_name(name + suffix)
+            if props.get(key) is not None or (
+                    every and nvme_auth.has_key(conf.nvme_key_dir,
+                                                key_name)):
+                nvme_auth.unregister(client, conf.nvme_key_dir, key_name)
 
 
 def _attach(client, props, conf, name):
@@ -237,7 +246,7 @@ def _detach(client, props, conf, name):
         return False
     finally:
         if conf is not None:
-            _forget_keys(client, props, conf, name)
+            _forget_keys(client, props, conf, name, every=True)
     return True
 
 

@@ -41,6 +41,8 @@ _NQN = re.compile(r'^nqn\.[0-9]{4}-(0[1-9]|1[0-2])\.'
 # An SPDK bdev name or lvol alias (lvs/lvol): no path parts, no spaces.
 _BDEV_PART = r'[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}'
 _BDEV = re.compile(r'^%s(/%s)?$' % (_BDEV_PART, _BDEV_PART))
+# Who a multiattach volume's attachment is for (Nova: an instance uuid).
+_ATTACHED_TO = re.compile(r'^[A-Za-z0-9_.:-]{1,255}$')
 NS_ID_MAX = 0xfffffffe
 BLOCK_SIZES = (512, 4096)
 ACCESS_MODES = ('rw', 'ro')
@@ -146,6 +148,9 @@ def check_properties(props, volume_id_pattern):
         raise _bad('access_mode', props['access_mode'], 'must be rw or ro')
     if props.get('block_size') not in (None,) + BLOCK_SIZES:
         raise _bad('block_size', props['block_size'], 'must be 512 or 4096')
+    if props.get('attached_to') is not None:
+        _check_str('attached_to', props['attached_to'], _ATTACHED_TO,
+                   'an instance uuid or other simple name')
     if props.get('numa_node') is not None:
         _check_int('numa_node', props['numa_node'], 0, 1023)
     qos_specs = props.get('qos_specs')

@@ -415,3 +415,98 @@ class TestInterruptModeCompute(RemoteTestCase):
         self.assertIn('interrupt mode', str(err))
         self.assertEqual([], self.nvme_names())
         self.assertEqual([], self.controller_names())
+
+
+class TestMultiattach(ConnectorTestCase):
+    """One volume, two guests of this host: a controller each, one bdev."""
+
+    wait_sessions = TestDisconnectWithGuest.wait_sessions
+    guest_connects = TestDisconnectWithGuest.guest_connects
+
+    def two_guests(self, props):
+        infos = [self.connect(dict(props, attached_to=guest))
+                 for guest in ('guest-1', 'guest-2')]
+        self.assertEqual(2, len({info['controller'] for info in infos}))
+        self.assertEqual(2, len({info['path'] for info in infos}))
+        return infos
+
+    def bdev_of(self, info):
+        return self.controller(
+            info['controller'])['backend_specific']['block']['bdev']
+
+    def check_detach_order(self, props, shared, order):
+        infos = self.two_guests(props)
+        self.assertEqual([shared, shared], [self.bdev_of(i) for i in infos])
+        socks = [self.guest_connects(info['path']) for info in infos]
+        first, last = order
+        socks[first].close()
+        self.wait_sessions(infos[first]['controller'], False)
+        self.connector.disconnect_volume(
+            dict(props, attached_to='guest-%d' % (first + 1)), infos[first])
+        # The other guest keeps its controller, session and bdev.
+        self.assertEqual([infos[last]['controller']],
+                         self.controller_names())
+        self.assertTrue(self.controller(infos[last]['controller'])[
+            'sessions'])
+        self.assertEqual(shared, self.bdev_of(infos[last]))
+        socks[last].close()
+        self.wait_sessions(infos[last]['controller'], False)
+        self.connector.disconnect_volume(
+            dict(props, attached_to='guest-%d' % (last + 1)), infos[last])
+        self.assertEqual([], self.controller_names())
+        self.assertNotIn(shared, [b['name']
+                                  for b in self.client.bdev_get_bdevs()])
+
+    def test_local_detach_in_either_order(self):
+        for order in ((0, 1), (1, 0)):
+            volume_id = (VOLUME_A, VOLUME_B)[order[0]]
+            self.check_detach_order(local_props(volume_id, self.client),
+                                    volume_id, order)
+
+    def test_retry_finds_the_guests_own_controller(self):
+        props = dict(local_props(VOLUME_A, self.client), attached_to='g')
+        info = self.connect(props)
+        self.assertEqual(info, self.connector.connect_volume(props))
+        self.assertEqual([info['controller']], self.controller_names())
+        self.assertTrue(info['controller'].startswith(
+            'vhost-' + VOLUME_A + '.'))
+
+    def test_failed_second_attach_leaves_the_first_alone(self):
+        props = local_props(VOLUME_A, self.client)
+        first = self.connect(dict(props, attached_to='guest-1'))
+        self.cfg.config(group=GROUP, numa_policy='required')
+        self.assertRaises(errors.NumaPlacementError,
+                          self.connector.connect_volume,
+                          dict(props, attached_to='guest-2', numa_node=5))
+        self.assertEqual([first['controller']], self.controller_names())
+        self.assertEqual(VOLUME_A, self.bdev_of(first))
+        self.assertTrue(self.client.bdev_get_bdevs(name=VOLUME_A))
+
+    def test_read_only_guest_beside_a_writer(self):
+        props = local_props(VOLUME_A, self.client)
+        writer = self.connect(dict(props, attached_to='guest-1'))
+        reader = self.connect(dict(props, attached_to='guest-2',
+                                   access_mode='ro'))
+        self.assertEqual((False, True), tuple(
+            self.controller(info['controller'])['backend_specific'][
+                'block']['readonly'] for info in (writer, reader)))
+
+
+class TestRemoteMultiattach(RemoteTestCase):
+
+    def test_one_nvme_link_for_both_guests(self):
+        props = self.export(VOLUME_A)
+        nvme = nvme_initiator.controller_name(props)
+        infos = [self.connect(dict(props, attached_to=guest))
+                 for guest in ('guest-1', 'guest-2')]
+        self.assertEqual([nvme], self.nvme_names())
+        self.connector.disconnect_volume(dict(props, attached_to='guest-2'),
+                                         infos[1])
+        self.assertEqual([nvme], self.nvme_names())
+        self.assertEqual([infos[0]['controller']], self.controller_names())
+        self.assertEqual(nvme + 'n1', self.controller(infos[0]['controller'])[
+            'backend_specific']['block']['bdev'])
+        self.connector.disconnect_volume(dict(props, attached_to='guest-1'),
+                                         infos[0])
+        self.assertEqual([], self.nvme_names())
+        self.assertEqual([], self.controller_names())

@@ -1,12 +1,15 @@
 """Fakes for the Nova-side unit tests: a stateful connector, hosts, guests.
 
 The connector fake keeps controllers the way SPDK does (one per volume,
-created by connect, gone after disconnect), so tests see what the driver
+or per guest of a multiattach volume, named as the real connector names
+them; created by connect, gone after disconnect), so tests see what the driver
 really caused, not which method it called.
 """
 
 from nova import objects
 from nova.virt.libvirt import config as vconfig
+
+from os_brick_connector import connector
 
 objects.register_all()
 
@@ -19,8 +22,14 @@ class FakeConnector(object):
         self.controllers = {}
         self.sizes = sizes or {}
 
+    @staticmethod
+    def name(props):
+        """The real connector's controller name for these properties."""
+        return connector.controller_name(props['volume_id'],
+                                         props.get('attached_to'))
+
     def connect_volume(self, props):
-        name = 'vhost-' + props['volume_id']
+        name = self.name(props)
         ctrl = self.controllers.setdefault(name, {
             'numa_node': props.get('numa_node'),
             'readonly': props.get('access_mode') == 'ro'})
@@ -30,7 +39,7 @@ class FakeConnector(object):
                 'numa_node': ctrl['numa_node']}
 
     def disconnect_volume(self, props, device_info, force=False):
-        self.controllers.pop('vhost-' + props['volume_id'], None)
+        self.controllers.pop(self.name(props), None)
 
     def extend_volume(self, props):
         return self.sizes.get(props['volume_id'])
@@ -71,9 +80,10 @@ def numa_topology(cells):
         for node, cpus, pagesize in cells])
 
 
-def instance(vcpus=2, topology=None):
+def instance(vcpus=2, topology=None,
+             uuid='6f0b4d53-2a3e-4a5b-9d8e-0c1d2e3f4a5b'):
     return objects.Instance(
-        uuid='6f0b4d53-2a3e-4a5b-9d8e-0c1d2e3f4a5b', id=7,
+        uuid=uuid, id=7,
         flavor=objects.Flavor(vcpus=vcpus, memory_mb=1024, extra_specs={}),
         numa_topology=topology)
 

@@ -69,3 +69,30 @@ class TestProperties(base.TestCase):
                                     self.check, dict(remote, **bad))
             self.assertIn('dhchap_ctrlr_key', str(err))
             self.assertNotIn(secret, str(err))
+
+
+class TestMultiattachNames(base.TestCase):
+
+    def test_one_controller_per_guest(self):
+        first = connector.controller_name(VOLUME, 'guest-1')
+        second = connector.controller_name(VOLUME, 'guest-2')
+        self.assertNotEqual(first, second)
+        for name in (first, second):
+            self.assertTrue(name.startswith('vhost-%s.' % VOLUME))
+            # Short enough for a socket path (sun_path: 107 bytes).
+            self.assertEqual(len('vhost-') + 36 + 1 + 12, len(name))
+        self.assertEqual(first, connector.controller_name(VOLUME, 'guest-1'))
+        # Without a guest, the single-attach name is unchanged.
+        self.assertEqual('vhost-' + VOLUME, connector.controller_name(VOLUME))
+
+    def test_bad_guest_refused(self):
+        for bad in ('', 5, b'x'):
+            self.assertRaises(errors.InvalidConnectionProperties,
+                              connector.controller_name, VOLUME, bad)
+        props = {'volume_id': VOLUME, 'transport': 'local', 'bdev': 'b'}
+        connector.SpdkVhostConnector._check_properties(
+            dict(props, attached_to='6f0b4d53-2a3e-4a5b-9d8e-0c1d2e3f4a5b'))
+        for bad in ('a/b', '', 'x' * 256, 3):
+            self.assertRaises(errors.InvalidConnectionProperties,
+                              connector.SpdkVhostConnector._check_properties,
+                              dict(props, attached_to=bad))

@@ -5,6 +5,7 @@ from unittest import mock
 
 import fixtures
 from nova import exception
+from nova import objects
 from nova.virt import fake
 from nova.virt.libvirt import config as vconfig
 from nova.virt.libvirt import driver as libvirt_driver
@@ -67,6 +68,29 @@ class TestVolumeDriverTable(DriverTestCase):
         self.assertEqual(
             'nova.virt.libvirt.volume.iscsi.LibvirtISCSIVolumeDriver',
             libvirt_driver.VOLUME_DRIVERS['iscsi'])
+
+
+class TestMultiattachDisconnect(DriverTestCase):
+    """Nova's skip of a shared host connection does not apply here."""
+
+    def test_vhost_volumes_always_disconnect(self):
+        api = self.driver._volume_api = mock.Mock(spec=['get'])
+        vol_driver = self.driver._get_volume_driver(fakes.connection_info())
+        self.assertTrue(self.driver._should_disconnect_target(
+            None, fakes.instance(), True, vol_driver, 'vol-1'))
+        api.get.assert_not_called()
+
+    def test_other_drivers_keep_novas_check(self):
+        api = self.driver._volume_api = mock.Mock(spec=['get'])
+        api.get.return_value = {'attachments': {'a': {}, 'b': {}}}
+        other = mock.Mock(spec=[])
+        inst = fakes.instance()
+        inst.host = 'compute1'
+        with mock.patch.object(objects.InstanceList,
+                               'get_uuids_by_host', autospec=True,
+                               return_value=['a', 'b']):
+            self.assertFalse(self.driver._should_disconnect_target(
+                None, inst, True, other, 'vol-1'))
 
 
 class TestAttachGuard(DriverTestCase):
@@ -267,11 +291,23 @@ class TestExtend(DriverTestCase):
 
 
 class FakeSpdk(object):
-    def __init__(self, lcores=None, error=None, interrupt_mode=False):
+    target = 'unix:/fake.sock'
+
+    def __init__(self, lcores=None, error=None, interrupt_mode=False,
+                 version=(26, 5)):
         self.lcores = lcores or []
         self.error = error
         self.interrupt_mode = interrupt_mode
+        self.version = version
         self.closed = False
+
+    def spdk_get_version(self):
+        if self.error:
+            raise self.error
+        return {'version': 'SPDK v%d.%02d' % self.version,
+                'fields': {'major': self.version[0],
+                           'minor': self.version[1], 'patch': 0,
+                           'suffix': ''}}
 
     def __enter__(self):
         return self
@@ -438,6 +474,21 @@ class TestInitHost(DriverTestCase):
         err = self.assertRaises(exception.InvalidConfiguration,
                                 self.driver.init_host, 'cmp1')
         self.assertIn('reactor cores 0 included', str(err))
+
+    def test_unsupported_spdk_release_stops_nova_compute(self):
+        self.target.version = (26, 9)
+
+        err = self.assertRaises(exception.InvalidConfiguration,
+                                self.driver.init_host, 'cmp1')
+        self.assertIn('runs SPDK v26.09', str(err))
+        self.assertIn('supports SPDK v26.01, v26.05 only', str(err))
+
+    def test_older_supported_release_starts(self):
+        self.target.version = (26, 1)
+
+        self.driver.init_host('cmp1')
+
+        self.assertTrue(self.target.closed)
 
     def test_check_off(self):
         self.conf.config(group='spdk_vhost',

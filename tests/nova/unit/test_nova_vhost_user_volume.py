@@ -8,10 +8,14 @@ from oslo_config import fixture as config_fixture
 from nova_vhost_user import brick
 from nova_vhost_user import exception as vhost_exception
 from nova_vhost_user import volume
+from os_brick_connector import connector
 from tests import base
 from tests.nova.unit import nova_fakes as fakes
 
 DISK_INFO = {'bus': 'virtio', 'dev': 'vdb', 'type': 'disk'}
+# Two guests of one host sharing a multiattach volume.
+UUIDS = ('6f0b4d53-2a3e-4a5b-9d8e-0c1d2e3f4a5b',
+         '0e7c1a2b-3c4d-4e5f-8a6b-7c8d9e0f1a2b')
 
 
 class TestVolumeDriver(base.TestCase):
@@ -100,3 +104,35 @@ class TestVolumeDriver(base.TestCase):
     def test_extend_returns_connector_size(self):
         self.assertEqual(2 << 30, self.driver.extend_volume(
             fakes.connection_info(), fakes.instance(), 2 << 30))
+
+    def test_multiattach_each_guest_its_own_socket(self):
+        conns = [fakes.connection_info() for _uuid in UUIDS]
+        for conn in conns:
+            conn['multiattach'] = True
+        insts = [fakes.instance(uuid=uuid) for uuid in UUIDS]
+        roots = [self._attach(conn, inst)
+                 for conn, inst in zip(conns, insts)]
+        paths = [root.find('source').get('path') for root in roots]
+        self.assertEqual(2, len(set(paths)))
+        for path, uuid in zip(paths, UUIDS):
+            self.assertEqual(
+                '/var/tmp/vhost/' + connector.controller_name('vol-1', uuid),
+                path)
+        # Same alias (the volume's) in each guest; no <shareable/>.
+        self.assertEqual(['ua-vol-1'] * 2,
+                         [root.find('alias').get('name') for root in roots])
+        self.assertIsNone(roots[0].find('shareable'))
+        # Detach and extend reach the guest's own controller.
+        self.assertEqual(2 << 30, self.driver.extend_volume(
+            conns[1], insts[1], 2 << 30))
+        self.driver.disconnect_volume(conns[0], insts[0])
+        self.assertEqual([connector.controller_name('vol-1', UUIDS[1])],
+                         list(self.connector.controllers))
+        self.driver.disconnect_volume(conns[1], insts[1])
+        self.assertEqual({}, self.connector.controllers)
+
+    def test_single_attach_keeps_the_volume_named_controller(self):
+        conn = fakes.connection_info()
+        self._attach(conn)
+        self.assertEqual(['vhost-vol-1'], list(self.connector.controllers))
+        self.assertNotIn('attached_to', conn['data'])
