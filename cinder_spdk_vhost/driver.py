@@ -35,6 +35,7 @@ from os_brick_connector import config as rpc_config
 from os_brick_connector import exception as rpc_exc
 from os_brick_connector import saved_config
 from os_brick_connector import spdk_rpc
+from os_brick_connector import spdk_version
 from os_brick_connector import validation as brick_validation
 
 LOG = log.getLogger(__name__)
@@ -103,6 +104,15 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
         self.target_id = (self.configuration.spdk_target_id or
                           self._default_target_id())
 
+    def _check_spdk_version(self):
+        """Refuse an SPDK release outside spdk_version.SUPPORTED."""
+        try:
+            spdk_version.check(self.client)
+        except (spdk_version.UnsupportedSpdkVersion,
+                rpc_exc.SpdkRpcError) as err:
+            raise exception.VolumeDriverException(
+                message=str(err)) from err
+
     def check_for_setup_error(self):
         """Refuse to start on an unusable target, with one clear reason."""
         try:
@@ -120,6 +130,7 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
             raise exception.VolumeDriverException(
                 message='SPDK target %s cannot serve this backend: it needs '
                         '%s' % (self.client.target, missing))
+        self._check_spdk_version()
         self.exporter.has_vhost = target_rpcs.VHOST_LIST in methods
         with errors.translated('checking the lvol stores'):
             for lvs in self.lvstores:

@@ -23,7 +23,9 @@ from nova_vhost_user import reactors
 from nova_vhost_user import volume
 from os_brick_connector import config as brick_config
 from os_brick_connector import connector_errors
+from os_brick_connector import exception as spdk_exception
 from os_brick_connector import spdk_rpc
+from os_brick_connector import spdk_version
 from os_brick_connector import validation
 
 CONF = volume.CONF
@@ -51,11 +53,27 @@ class LibvirtVhostUserDriver(libvirt_driver.LibvirtDriver):
         super().init_host(host)
         self._check_spdk_options()
         conf = CONF.spdk_vhost
-        if conf.nova_check_reactor_overlap:
-            with spdk_rpc.SpdkClient.from_conf(conf) as client:
+        with spdk_rpc.SpdkClient.from_conf(conf) as client:
+            self._check_spdk_version(client)
+            if conf.nova_check_reactor_overlap:
                 reactors.check_overlap(
                     client, self._host.get_online_cpus(),
                     refuse=conf.nova_refuse_reactor_overlap)
+
+    @staticmethod
+    def _check_spdk_version(client):
+        """Refuse an SPDK release the drivers do not support.
+
+        An unreachable target is only a warning, as for the reactor
+        check: nova-compute must still start.
+        """
+        try:
+            spdk_version.check(client)
+        except spdk_version.UnsupportedSpdkVersion as err:
+            raise exception.InvalidConfiguration(str(err)) from err
+        except spdk_exception.SpdkRpcError as err:
+            LOG.warning('Could not check the SPDK target\'s version: %s',
+                        err)
 
     @staticmethod
     def _check_spdk_options():

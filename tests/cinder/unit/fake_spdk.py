@@ -258,6 +258,14 @@ class FakeSpdk(spdk_rpc_bdev.FrameworkMethods,
     def _rpc_rpc_get_methods(self, params):
         return sorted(self.methods)
 
+    #: What ``spdk_get_version`` answers; tests may change it.
+    version = {'version': 'SPDK v26.05',
+               'fields': {'major': 26, 'minor': 5, 'patch': 0,
+                          'suffix': ''}}
+
+    def _rpc_spdk_get_version(self, params):
+        return copy.deepcopy(self.version)
+
     def _rpc_bdev_get_bdevs(self, params):
         if 'name' in params:
             name = params['name']

@@ -100,11 +100,15 @@ class SetupErrorsTest(ErrorTableTestCase):
     def test_check_for_setup_error(self):
         expect = {('rpc_get_methods', cls): exception.VolumeDriverException
                   for cls in fake_spdk.ALL_ERRORS}
+        expect.update({('spdk_get_version', cls):
+                       exception.VolumeDriverException
+                       for cls in fake_spdk.ALL_ERRORS})
         expect[('bdev_lvol_get_lvstores', rpc_exc.NotFound)] = (
             exception.VolumeDriverException)
         expect[('nvmf_create_transport', rpc_exc.AlreadyExists)] = OK
         self.check(lambda: (), 'check_for_setup_error',
-                   ['rpc_get_methods', 'bdev_lvol_get_lvstores',
+                   ['rpc_get_methods', 'spdk_get_version',
+                    'bdev_lvol_get_lvstores',
                     'nvmf_create_transport', 'bdev_lvol_get_lvols',
                     'bdev_get_bdevs'], expect)
 

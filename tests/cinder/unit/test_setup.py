@@ -9,6 +9,7 @@ from cinder_spdk_vhost import rollback
 from cinder_spdk_vhost import target_rpcs
 from os_brick_connector import exception as rpc_exc
 from tests.cinder import base
+from tests.cinder.unit import driver_base as dbase
 
 
 class _OldTarget(object):
@@ -111,3 +112,26 @@ class RollbackTest(base.CinderTestCase):
         with rollback.Rollback('op') as rb:
             rb.add('first', done.append, 'first')
         self.assertEqual([], done)
+
+
+class VersionCheckTest(dbase.DriverTestCase):
+    """The target's SPDK release is checked against the supported ones."""
+
+    def _answer(self, major, minor, patch=0):
+        self.fake.version = {
+            'version': 'SPDK v%d.%02d' % (major, minor),
+            'fields': {'major': major, 'minor': minor, 'patch': patch,
+                       'suffix': ''}}
+
+    def test_both_supported_releases_start(self):
+        for minor in (1, 5):
+            self._answer(26, minor, patch=1)
+            self.driver.check_for_setup_error()
+
+    def test_other_release_refused_naming_the_supported(self):
+        for major, minor in ((25, 9), (26, 9)):
+            self._answer(major, minor)
+            err = self.assertRaises(exception.VolumeDriverException,
+                                    self.driver.check_for_setup_error)
+            self.assertIn('runs SPDK v%d.%02d' % (major, minor), str(err))
+            self.assertIn('supports SPDK v26.01, v26.05 only', str(err))

@@ -291,11 +291,23 @@ class TestExtend(DriverTestCase):
 
 
 class FakeSpdk(object):
-    def __init__(self, lcores=None, error=None, interrupt_mode=False):
+    target = 'unix:/fake.sock'
+
+    def __init__(self, lcores=None, error=None, interrupt_mode=False,
+                 version=(26, 5)):
         self.lcores = lcores or []
         self.error = error
         self.interrupt_mode = interrupt_mode
+        self.version = version
         self.closed = False
+
+    def spdk_get_version(self):
+        if self.error:
+            raise self.error
+        return {'version': 'SPDK v%d.%02d' % self.version,
+                'fields': {'major': self.version[0],
+                           'minor': self.version[1], 'patch': 0,
+                           'suffix': ''}}
 
     def __enter__(self):
         return self
@@ -462,6 +474,21 @@ class TestInitHost(DriverTestCase):
         err = self.assertRaises(exception.InvalidConfiguration,
                                 self.driver.init_host, 'cmp1')
         self.assertIn('reactor cores 0 included', str(err))
+
+    def test_unsupported_spdk_release_stops_nova_compute(self):
+        self.target.version = (26, 9)
+
+        err = self.assertRaises(exception.InvalidConfiguration,
+                                self.driver.init_host, 'cmp1')
+        self.assertIn('runs SPDK v26.09', str(err))
+        self.assertIn('supports SPDK v26.01, v26.05 only', str(err))
+
+    def test_older_supported_release_starts(self):
+        self.target.version = (26, 1)
+
+        self.driver.init_host('cmp1')
+
+        self.assertTrue(self.target.closed)
 
     def test_check_off(self):
         self.conf.config(group='spdk_vhost',
