@@ -17,6 +17,7 @@ from cinder.volume import volume_types
 from cinder.volume import volume_utils
 from oslo_log import log
 
+from cinder_spdk_vhost import backup
 from cinder_spdk_vhost import errors
 from cinder_spdk_vhost import export
 from cinder_spdk_vhost import image_cache
@@ -51,7 +52,8 @@ HOST_COPY_REFUSED = (
 
 
 @interface.volumedriver
-class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
+class SpdkVhostDriver(backup.BackupMixin, image_ops.ImageMixin,
+                      driver.VolumeDriver):
     """Thin SPDK lvols, attached to guests as vhost-user-blk.
 
     Exceptions: bad options raise ``InvalidConfigurationValue`` from
@@ -852,7 +854,14 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
           and the lvol is handed over as is (``transport: local``).
         * ``nqn``: the compute host's NVMe host NQN; the only host the
           volume's NVMe-oF subsystem admits (required unless local).
+
+        cinder-backup's connector (no ``spdk_target_id``) for a volume
+        being backed up or restored gets a staged raw file instead
+        (os-brick's ``local`` protocol): see :mod:`backup`.
         """
+        kind = backup.staged_kind(volume, connector)
+        if kind:
+            return self._stage_volume(volume, kind)
         validation.check_connector(connector,
                                    need_nqn=not self._is_local(connector),
                                    need_target_id=True)
@@ -889,6 +898,9 @@ class SpdkVhostDriver(image_ops.ImageMixin, driver.VolumeDriver):
         another attachment of the volume (a multiattach volume's other
         guest there) stays admitted: True tells Cinder so.
         """
+        kind = backup.staged_kind(volume, connector)
+        if kind:
+            return self._unstage_volume(volume, kind)
         if self._is_local(connector):
             return
         if connector is not None:

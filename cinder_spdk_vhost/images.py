@@ -129,9 +129,17 @@ def flat_source(client, lvol, volume_id, cleanup):
                 snap_alias)
     if not lvol.has_parent:
         return snap_alias
-    flat = lvols.temp_name('flat', volume_id)
+    return flat_clone(client, lvol.lvs, snap_alias, volume_id, cleanup)
+
+
+def flat_clone(client, lvs, snap_alias, obj_id, cleanup):
+    """A read-only clone of snapshot ``snap_alias`` owning all its data.
+
+    Decoupled from each parent in turn; deleted by ``cleanup``.
+    """
+    flat = lvols.temp_name('flat', obj_id)
     client.bdev_lvol_clone(snap_alias, flat)
-    flat_alias = lvols.alias(lvol.lvs, flat)
+    flat_alias = lvols.alias(lvs, flat)
     cleanup.add('delete clone %s' % flat_alias, delete_lvol, client,
                 flat_alias)
     _decouple_all(client, flat_alias)
