@@ -1,5 +1,9 @@
 """cinder.conf for the deployment: one ``spdk_vhost`` backend, keystone.
 
+cinder-backup runs beside cinder-volume with the posix backup driver
+(backups in ``<workdir>/backups``); an in-use volume is backed up from a
+temporary snapshot (``backup_use_temp_snapshot``).
+
 The intervals are cut from minutes to seconds so that the scheduler knows
 the backend's capabilities a few seconds after start, not after a minute.
 """
@@ -45,6 +49,8 @@ def build(workdir, db_url, transport_url, api_port, spdk_socket,
         'backend_stats_polling_interval': '3',
         'scheduler_driver_init_wait_time': '30',
         'rpc_response_timeout': '60',
+        'backup_driver': 'cinder.backup.drivers.posix.PosixBackupDriver',
+        'backup_posix_path': os.path.join(workdir, 'backups'),
     }
     conf['database'] = {'connection': db_url}
     conf['oslo_concurrency'] = {'lock_path': os.path.join(workdir, 'lock')}
@@ -61,6 +67,8 @@ def build(workdir, db_url, transport_url, api_port, spdk_socket,
         'spdk_nvmf_port': str(nvmf_port),
         'spdk_dd_path': spdk_build.app_path('spdk_dd'),
         'spdk_saved_config': saved_config,
+        'spdk_image_staging_dir': os.path.join(workdir, 'staging'),
+        'backup_use_temp_snapshot': 'True',
     }
     return conf
 

@@ -3,9 +3,10 @@
 A real ``spdk_tgt`` (``testbed.spdk_target``; two lvol stores on sparse
 files, reported as two pools), a fresh
 MariaDB database and RabbitMQ vhost, ``cinder-manage db sync``, then the
-real ``cinder-scheduler``, ``cinder-volume`` and ``cinder-api`` console
-scripts of the installed ``cinder`` package. Ready means: the API
-answers, the volume service is up and the scheduler knows both pools.
+real ``cinder-scheduler``, ``cinder-volume``, ``cinder-backup`` (posix
+driver) and ``cinder-api`` console scripts of the installed ``cinder``
+package. Ready means: the API answers, the volume and backup services
+are up and the scheduler knows both pools.
 """
 
 import logging
@@ -39,7 +40,8 @@ USER = 'deploy-user'
 LVSTORES = {'lvs0': 4096, 'lvs1': 2048}
 # Cinder's and Nova's name for the one spdk_tgt that serves both.
 TARGET_ID = 'storage-target'
-SERVICES = ('cinder-scheduler', 'cinder-volume', 'cinder-api')
+SERVICES = ('cinder-scheduler', 'cinder-volume', 'cinder-backup',
+            'cinder-api')
 
 
 class CinderDeployment(fixtures.Fixture):
@@ -194,7 +196,8 @@ class CinderDeployment(fixtures.Fixture):
         reported = {s.binary for s in services
                     if s.state == 'up' and s.status == 'enabled' and
                     s.updated_at}
-        return {'cinder-scheduler', 'cinder-volume'} <= reported
+        return {'cinder-scheduler', 'cinder-volume',
+                'cinder-backup'} <= reported
 
     def _pools_known(self):
         pools = self._ask_api(lambda: self.admin.pools.list(detailed=True))
