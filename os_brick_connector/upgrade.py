@@ -1,0 +1,341 @@
+"""spdk-vhost-upgrade: replace a running SPDK target by another build.
+
+Compute targets (``vhost``, ``spdk_tgt``) and storage targets
+(``nvmf_tgt``) alike, with guests running::
+
+    spdk-vhost-upgrade --new-spdk-dir /opt/spdk-v26.05 \\
+        [--rpc-socket /var/tmp/spdk.sock] \\
+        [--saved-config /var/lib/spdk/spdk_tgt.json] [--pid PID] [--force]
+
+In order, stopping at the first failure:
+
+1. the new build's application (the running one's name, from
+   ``--new-spdk-dir``) must report a supported SPDK release
+   (:mod:`spdk_version`); nothing has stopped yet;
+2. a storage target with hosts connected is refused without ``--force``:
+   the hosts' reconnect settings (``nvme_ctrlr_loss_timeout_sec``,
+   ``nvme_fast_io_fail_timeout_sec``) are not visible from here and must
+   cover the window (see the upgrade guide);
+3. under the lock the drivers save the config with
+   (:func:`saved_config.file_lock`, held to the end so that no driver
+   changes the target meanwhile), the live config is saved to
+   ``--saved-config`` and its objects are listed (:mod:`target_inventory`);
+4. the running target gets SIGTERM (SIGKILL after ``--timeout``);
+5. the new binary starts with the same arguments, ``--json`` the saved
+   config, on the same sockets; QEMU and the NVMe-oF hosts reconnect;
+6. it must answer and list every object of step 3 within ``--timeout``.
+
+If 5 or 6 fails, the new process is stopped and the previous binary
+started again the same way (rollback), and the command exits 1 saying
+what failed; 2 if the rollback failed too. The target runs detached, its
+output appended to ``--log``. Under systemd, the unit's own restart is
+the supported path (see the upgrade guide): this command starts the
+target outside any unit.
+"""
+
+import argparse
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+from os_brick_connector import exception as exc
+from os_brick_connector import saved_config
+from os_brick_connector import spdk_rpc
+from os_brick_connector import spdk_version
+from os_brick_connector import target_inventory
+
+STORAGE_APPS = ('nvmf_tgt', 'spdk_tgt')
+
+
+class UpgradeError(Exception):
+    """The upgrade stopped; the message says where and why."""
+
+
+class RolledBack(UpgradeError):
+    """The new target failed; the previous one runs again."""
+
+
+class RollbackFailed(UpgradeError):
+    """The new target failed and the previous one did not come back."""
+
+
+def binary_version(app, tree):
+    """``(major, minor, patch)`` that ``app --version`` of ``tree`` says."""
+    path = os.path.join(tree, 'build', 'bin', app)
+    try:
+        out = subprocess.run([path, '--version'], env=app_env(tree),
+                             stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True,
+                             timeout=30).stdout
+    except (OSError, subprocess.SubprocessError) as err:
+        raise UpgradeError('%s cannot run: %s' % (path, err)) from err
+    found = re.search(r'SPDK v(\d+)\.(\d+)(?:\.(\d+))?', out)
+    if not found:
+        raise UpgradeError('%s --version said %r, not an SPDK release'
+                           % (path, out.strip()[:200]))
+    return tuple(int(g or 0) for g in found.groups())
+
+
+def app_env(tree):
+    env = dict(os.environ)
+    env['LD_LIBRARY_PATH'] = os.path.join(tree, 'build', 'lib')
+    return env
+
+
+def socket_owner(path):
+    """PID of the process listening on Unix socket ``path``, or None."""
+    inodes = set()
+    with open('/proc/net/unix') as table:
+        next(table)
+        for line in table:
+            fields = line.split()
+            if len(fields) >= 8 and fields[7] == path:
+                inodes.add(fields[6])
+    links = {'socket:[%s]' % i for i in inodes}
+    for pid in filter(str.isdigit, os.listdir('/proc')):
+        fd_dir = '/proc/%s/fd' % pid
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(os.path.join(fd_dir, fd)) in links:
+                    return int(pid)
+            except OSError:
+                continue
+    return None
+
+
+class Target(object):
+    """The running target: its command line, and how to replace it."""
+
+    def __init__(self, pid, saved, log_path):
+        self.pid = pid
+        with open('/proc/%d/cmdline' % pid, 'rb') as src:
+            argv = [a.decode() for a in src.read().split(b'\0') if a]
+        self.binary = os.path.realpath('/proc/%d/exe' % pid)
+        self.app = os.path.basename(self.binary)
+        self.tree = os.path.dirname(os.path.dirname(os.path.dirname(
+            self.binary)))
+        self.args = _with_json(argv[1:], saved)
+        self.log_path = log_path
+        self.process = None
+
+    def stop(self, timeout):
+        """SIGTERM the target, SIGKILL after ``timeout``; wait it out."""
+        pid = self.process.pid if self.process else self.pid
+        _signal(pid, signal.SIGTERM)
+        if not _wait_gone(pid, timeout, self.process):
+            _signal(pid, signal.SIGKILL)
+            _wait_gone(pid, 10, self.process)
+
+    def start(self, tree):
+        """Start ``tree``'s application with the target's arguments."""
+        binary = os.path.join(tree, 'build', 'bin', self.app)
+        with open(self.log_path, 'ab') as log:
+            log.write(('--- spdk-vhost-upgrade: %s %s\n' % (
+                binary, ' '.join(self.args))).encode())
+            log.flush()
+            self.process = subprocess.Popen(
+                [binary] + self.args, stdin=subprocess.DEVNULL,
+                stdout=log, stderr=subprocess.STDOUT, env=app_env(tree),
+                start_new_session=True, close_fds=True)
+        return self.process.pid
+
+
+def _with_json(args, saved):
+    """``args`` loading ``saved`` with --json (replacing any other)."""
+    out = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        if arg in ('--json', '-c', '--config'):
+            skip = True
+            continue
+        out.append(arg)
+    return out + ['--json', saved]
+
+
+def _signal(pid, sig):
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _gone(pid, process):
+    if process is not None:
+        return process.poll() is not None
+    try:
+        with open('/proc/%d/stat' % pid) as src:
+            return src.read().rsplit(')', 1)[1].split()[0] == 'Z'
+    except OSError:
+        return True
+
+
+def _wait_gone(pid, timeout, process=None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _gone(pid, process):
+            return True
+        time.sleep(0.05)
+    return _gone(pid, process)
+
+
+class Upgrade(object):
+    """One upgrade of the target on ``rpc_socket``; see the module doc."""
+
+    def __init__(self, rpc_socket, saved, new_tree, pid=None,
+                 timeout=30.0, force=False, log_path=None, say=print):
+        self.rpc_socket = rpc_socket
+        self.saved = saved
+        self.new_tree = new_tree
+        self.timeout = timeout
+        self.force = force
+        self.say = say
+        pid = pid or socket_owner(rpc_socket)
+        if not pid:
+            raise UpgradeError('no process listens on %s' % rpc_socket)
+        self.target = Target(pid, saved, log_path or saved + '.log')
+        self.client = spdk_rpc.SpdkClient(rpc_socket, timeout=10.0,
+                                          connect_retries=0)
+        self.stall = None
+
+    def run(self):
+        old = spdk_version.describe(self.client.spdk_get_version())
+        new = binary_version(self.target.app, self.new_tree)
+        if not spdk_version.is_supported(new):
+            raise UpgradeError(
+                '%s of %s is SPDK v%s, not a supported release (%s); '
+                'nothing was stopped' % (
+                    self.target.app, self.new_tree, spdk_version.label(new),
+                    spdk_version.supported_text()))
+        self._check_hosts()
+        with saved_config.file_lock(self.saved):
+            doc = saved_config.replay_order(self.client.save_config())
+            saved_config.write_atomic(self.saved, doc)
+            before = target_inventory.take(self.client)
+            self.say('%s: %s -> SPDK v%s; %s' % (
+                self.target.app, old, spdk_version.label(new),
+                _count(before)))
+            self.client.close()
+            stopped = time.monotonic()
+            self.target.stop(self.timeout)
+            problem = self._bring_up(self.new_tree, before)
+            if problem is None:
+                self.stall = time.monotonic() - stopped
+                self.say('upgraded: every object back, target answering '
+                         '%.2f s after the stop' % self.stall)
+                return self.target.process.pid
+            self.say('the new target failed: %s; starting %s again'
+                     % (problem, self.target.tree))
+            self.target.stop(self.timeout)
+            again = self._bring_up(self.target.tree, before)
+            if again is not None:
+                raise RollbackFailed(
+                    'upgrade failed (%s) and so did the rollback (%s): '
+                    'the target is down, see %s' % (
+                        problem, again, self.target.log_path))
+            raise RolledBack('upgrade failed: %s; rolled back, the '
+                             'previous binary runs again' % problem)
+
+    def _check_hosts(self):
+        if self.target.app not in STORAGE_APPS:
+            return
+        hosts = target_inventory.connected_hosts(self.client)
+        if not hosts or self.force:
+            return
+        raise UpgradeError(
+            'hosts are connected over NVMe-oF (%s): their reconnect '
+            'settings cannot be read from here. Check on each that '
+            'nvme_fast_io_fail_timeout_sec and nvme_ctrlr_loss_timeout_sec '
+            '(the bdev_nvme_attach_controller entries of its saved '
+            'config) exceed %d s, then run again with --force; nothing '
+            'was stopped' % (
+                '; '.join('%s: %s' % (n, ', '.join(h))
+                          for n, h in sorted(hosts.items())),
+                self.window()))
+
+    def window(self):
+        """Longest time the target may be away, rollback included."""
+        return int(3 * self.timeout + 10)
+
+    def _bring_up(self, tree, before):
+        """Start ``tree``; None once it lists ``before``, else why not."""
+        try:
+            self.target.start(tree)
+        except OSError as err:
+            return 'cannot start: %s' % err
+        deadline = time.monotonic() + self.timeout
+        problems = ['it never answered']
+        while time.monotonic() < deadline:
+            if self.target.process.poll() is not None:
+                return 'exited with %s (see %s)' % (
+                    self.target.process.returncode, self.target.log_path)
+            try:
+                after = target_inventory.take(self.client)
+            except exc.SpdkRpcError as err:
+                problems = ['not answering: %s' % err]
+            else:
+                problems = target_inventory.differences(before, after)
+                if not problems:
+                    return None
+            self.client.close()
+            time.sleep(0.1)
+        return 'not all back after %s s: %s' % (self.timeout,
+                                                '; '.join(problems))
+
+
+def _count(inventory):
+    return ', '.join('%d %s' % (len(v), k) for k, v in inventory.items())
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(
+        prog='spdk-vhost-upgrade',
+        description='Replace the running SPDK target by the build in '
+                    '--new-spdk-dir, keeping every controller, '
+                    'subsystem, key and QoS limit; roll back on failure.')
+    parser.add_argument('--new-spdk-dir', required=True,
+                        help='SPDK tree built by tools/build-spdk.sh')
+    parser.add_argument('--rpc-socket', default=spdk_rpc.DEFAULT_SOCKET)
+    parser.add_argument('--saved-config',
+                        default='/var/lib/spdk/spdk_tgt.json',
+                        help='the drivers\' spdk_saved_config')
+    parser.add_argument('--pid', type=int,
+                        help='the target (default: who listens on '
+                             '--rpc-socket)')
+    parser.add_argument('--timeout', type=float, default=30.0,
+                        help='seconds for the stop and for the new target '
+                             'to list every object')
+    parser.add_argument('--log', help='output of the new target '
+                                      '(default: <saved config>.log)')
+    parser.add_argument('--force', action='store_true',
+                        help='upgrade a storage target with hosts '
+                             'connected')
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        Upgrade(args.rpc_socket, args.saved_config, args.new_spdk_dir,
+                pid=args.pid, timeout=args.timeout, force=args.force,
+                log_path=args.log).run()
+    except RollbackFailed as err:
+        print('spdk-vhost-upgrade: %s' % err, file=sys.stderr)
+        return 2
+    except (UpgradeError, exc.SpdkRpcError, OSError) as err:
+        print('spdk-vhost-upgrade: %s' % err, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
