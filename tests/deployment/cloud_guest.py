@@ -35,13 +35,8 @@ def _upload(glance, name, path, disk_format, **properties):
                                  container_format=disk_format
                                  if disk_format in ('aki', 'ari') else
                                  'bare', visibility='public', **properties)
-    # In one piece, with its length: glanceclient always streams chunked,
-    # which the test's WSGI server (wsgiref) cannot read.
     with open(path, 'rb') as data:
-        glance.http_client.session.put(
-            '/v2/images/%s/file' % image['id'], data=data.read(),
-            endpoint_filter={'service_type': 'image'},
-            headers={'Content-Type': 'application/octet-stream'})
+        glance.images.upload(image['id'], data)
     return image['id']
 
 
