@@ -40,6 +40,8 @@ from os_brick_connector import spdk_version
 from os_brick_connector import validation as brick_validation
 
 LOG = log.getLogger(__name__)
+#: Where QoS limits live in the target's config: all a QoS change saves.
+QOS_SUBSYSTEMS = ('bdev',)
 
 VERSION = '1.0.0'
 HOST_COPY_REFUSED = (
@@ -229,16 +231,17 @@ class SpdkVhostDriver(backup.BackupMixin, image_ops.ImageMixin,
             rb.add('restore QoS of %s' % alias, qos_apply.apply,
                    self.client, self.exporter, lvol, old)
         qos_apply.apply(self.client, self.exporter, lvol, limits)
-        self._persist()
+        self._persist(QOS_SUBSYSTEMS)
 
-    def _persist(self):
+    def _persist(self, subsystems=None):
         """Save the target's config (spdk_saved_config) after a change.
 
         Called under the volume's lock, before the change is reported
         done, so a target restart brings back exports and QoS limits.
+        ``subsystems``: only these changed (see ConfigSaver.save).
         """
         try:
-            self.saver.save()
+            self.saver.save(subsystems)
         except saved_config.ConfigNotSaved as err:
             raise exception.VolumeBackendAPIException(data=str(err)) from err
 
@@ -280,13 +283,31 @@ class SpdkVhostDriver(backup.BackupMixin, image_ops.ImageMixin,
             self.client.bdev_lvol_clone(snapshot_alias, volume.name)
         return alias
 
-    def _finish(self, alias, volume, limits):
-        """Grow a new lvol to the volume's size, then apply its QoS."""
-        lvol = self._lvol(alias)
+    def _finish(self, alias, volume, limits, size_mib=None):
+        """Grow a new lvol to the volume's size, then apply its QoS.
+
+        ``size_mib``: the size of the snapshot a clone was just made of
+        (its size too); the clone is then neither read back nor has any
+        QoS yet (a new bdev), which saves two round trips.
+        """
+        if size_mib is None:
+            size_mib = self._lvol(alias).size_mib
+            apply_qos = self._apply_qos
+        else:
+            apply_qos = self._new_qos
         wanted = lvols.size_in_mib(volume.size)
-        if lvol.size_mib < wanted:
+        if size_mib < wanted:
             self.client.bdev_lvol_resize(alias, wanted)
-        self._apply_qos(alias, limits)
+        apply_qos(alias, limits)
+
+    def _new_qos(self, alias, limits):
+        """QoS of an lvol this call created: SPDK starts it with none.
+
+        Only non-zero limits need setting, reading back and saving: an
+        lvol itself lives in its lvstore's metadata, not in the config.
+        """
+        if any(limits.values()):
+            self._apply_qos(alias, limits)
 
     def _marker(self, lvol):
         """The marker of deleted snapshot ``lvol``, or None."""
@@ -348,7 +369,7 @@ class SpdkVhostDriver(backup.BackupMixin, image_ops.ImageMixin,
                 errors.translated('create volume %s' % volume.id), \
                 rollback.Rollback('create volume %s' % volume.id) as rb:
             alias = self._create_lvol(volume, rb)
-            self._apply_qos(alias, limits)
+            self._new_qos(alias, limits)
         return None
 
     def delete_volume(self, volume):
@@ -368,7 +389,9 @@ class SpdkVhostDriver(backup.BackupMixin, image_ops.ImageMixin,
             except rpc_exc.Busy as err:
                 raise exception.VolumeIsBusy(volume_name=volume.name) from err
             self._release_parent(lvol.lvs, lvol.base_snapshot)
-            self._persist()
+            if any(lvol.rate_limits.values()):
+                # Its QoS limits must leave the saved config with it.
+                self._persist(QOS_SUBSYSTEMS)
 
     def extend_volume(self, volume, new_size):
         """Grow the lvol; an attached guest sees it through its controller."""
@@ -395,7 +418,7 @@ class SpdkVhostDriver(backup.BackupMixin, image_ops.ImageMixin,
                 rollback.Rollback('create volume %s' % volume.id) as rb:
             snap = self._get_snapshot(snapshot)
             alias = self._clone(snap.alias, volume, rb)
-            self._finish(alias, volume, limits)
+            self._finish(alias, volume, limits, snap.size_mib)
         return None
 
     def create_cloned_volume(self, volume, src_vref):
@@ -416,7 +439,7 @@ class SpdkVhostDriver(backup.BackupMixin, image_ops.ImageMixin,
                            self._delete_lvol, snap_alias):
                 self.client.bdev_lvol_snapshot(src.alias, hidden)
             alias = self._clone(snap_alias, volume, rb)
-            self._finish(alias, volume, limits)
+            self._finish(alias, volume, limits, src.size_mib)
         return None
 
     def revert_to_snapshot(self, context, volume, snapshot):

@@ -199,8 +199,14 @@ class ConfigSaver(object):
                                   if not self._transient(c)]
         return doc
 
-    def save(self):
+    def save(self, subsystems=None):
         """Write the live config; return it (None when disabled).
+
+        ``subsystems``: the names of the only subsystems a change touched.
+        Their config is read from the target, one round trip each, and the
+        others are kept from the file, which a whole save (one round trip
+        per subsystem, a dozen or more) would only write again unchanged.
+        Without a file yet, the whole config is saved.
 
         Raises :class:`ConfigNotSaved` (the target is unreachable, or the
         file cannot be written): the caller's change is then not durable.
@@ -209,7 +215,10 @@ class ConfigSaver(object):
             return None
         try:
             with file_lock(self.path):
-                doc = replay_order(self._filtered(self.client.save_config()))
+                doc = self._updated(subsystems) if subsystems else None
+                if doc is None:
+                    doc = self.client.save_config()
+                doc = replay_order(self._filtered(doc))
                 write_atomic(self.path, doc)
         except spdk_exc.SpdkRpcError as err:
             raise ConfigNotSaved(self.path, err) from err
@@ -217,6 +226,26 @@ class ConfigSaver(object):
             raise ConfigNotSaved(self.path, err) from err
         LOG.debug('Saved the SPDK config of %s to %s', self.client.target,
                   self.path)
+        return doc
+
+    def _updated(self, subsystems):
+        """The saved file with ``subsystems`` read again; None: no file."""
+        try:
+            with open(self.path) as f:
+                doc = json.load(f)
+        except FileNotFoundError:
+            return None
+        except ValueError as err:
+            LOG.warning('Saved config %s is unreadable (%s): saving it '
+                        'whole', self.path, err)
+            return None
+        items = doc.get('subsystems') or []
+        if not set(subsystems) <= {i.get('subsystem') for i in items}:
+            return None
+        for item in items:
+            if item.get('subsystem') in subsystems:
+                item['config'] = self.client.framework_get_config(
+                    item['subsystem'])
         return doc
 
 
@@ -236,10 +265,14 @@ class ControllerSaver(object):
     def __init__(self, saver):
         self.saver = saver
 
+    #: What an attach or detach changes: the volume's layer bdev and
+    #: its controller; only these are read again (two round trips).
+    subsystems = ('bdev', 'vhost_blk')
+
     def _controllers(self):
         """Save; the saved controller names (None: saving is off)."""
         try:
-            doc = self.saver.save()
+            doc = self.saver.save(self.subsystems)
         except ConfigNotSaved as err:
             raise errors.TargetConfigNotSaved(path=err.path,
                                               reason=err) from err

@@ -38,11 +38,19 @@ class FakeClient(object):
     def __init__(self, doc=None, error=None):
         self.doc = doc
         self.error = error
+        self.read = []  # subsystems read one by one
 
     def save_config(self):
         if self.error is not None:
             raise self.error
         return json.loads(json.dumps(self.doc))
+
+    def framework_get_config(self, name):
+        self.read.append(name)
+        for item in self.save_config()['subsystems']:
+            if item['subsystem'] == name:
+                return item['config']
+        raise spdk_exc.NotFound('no subsystem %s' % name)
 
 
 class TestSavedConfig(base.TestCase):
@@ -97,6 +105,27 @@ class TestSavedConfig(base.TestCase):
             transient=lambda entry: entry['method'] == 'bdev_aio_create')
         self.assertEqual([EXAMINE, QOS],
                          saver.save()['subsystems'][0]['config'])
+
+    def test_changed_subsystems_alone_are_read_again(self):
+        saved_config.ConfigSaver(FakeClient(document([AIO])),
+                                 self.path).save()
+        client = FakeClient(document([AIO, QOS]))
+        client.doc['subsystems'][2]['config'] = []  # not read: kept
+        doc = saved_config.ConfigSaver(client, self.path).save(('bdev',))
+        self.assertEqual(['bdev'], client.read)
+        self.assertEqual([AIO, EXAMINE, QOS], doc['subsystems'][0]['config'])
+        self.assertEqual([VHOST], doc['subsystems'][2]['config'])
+        with open(self.path) as src:
+            self.assertEqual(doc, json.load(src))
+
+    def test_whole_save_without_a_file_or_the_subsystem(self):
+        client = FakeClient(document([AIO]))
+        saver = saved_config.ConfigSaver(client, self.path)
+        saver.save(('bdev',))  # no file yet
+        self.assertEqual([], client.read)
+        self.assertEqual(document([AIO, EXAMINE]),
+                         saver.save(('bdev', 'nvmf')))  # none saved
+        self.assertEqual([], client.read)
 
     def test_disabled_saver_does_nothing(self):
         saver = saved_config.ConfigSaver(FakeClient(error=AssertionError()),
