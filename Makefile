@@ -33,10 +33,16 @@ $(STAMP): requirements.txt test-requirements.txt doc/requirements.txt setup.cfg
 	$(BIN)/pip install -q --no-deps -e .
 	touch $@
 
-# SPDK v$(SPDK_VERSION) from ../shared/spdk (or git), built once per machine.
+# Every supported SPDK release from ../shared/spdk (or git), each built
+# once per machine. SPDK_VERSION is the one the whole suite runs on; the
+# upgrade tests and the transcript replay run on every one of
+# SPDK_VERSIONS (tools/run-tests.sh).
 SPDK_VERSION ?= 26.05
+SPDK_VERSIONS ?= 26.01 26.05
+export SPDK_VERSION SPDK_VERSIONS
 spdk: debs
-	tools/build-spdk.sh $(SPDK_VERSION) >/dev/null
+	for v in $(SPDK_VERSIONS); do \
+		tools/build-spdk.sh $$v >/dev/null || exit 1; done
 
 host:
 	$(SUDO) HUGEPAGES=$(HUGEPAGES) tools/setup-hugepages.sh

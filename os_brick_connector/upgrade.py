@@ -11,7 +11,8 @@ In order, stopping at the first failure:
 
 1. the new build's application (the running one's name, from
    ``--new-spdk-dir``) must report a supported SPDK release
-   (:mod:`spdk_version`); nothing has stopped yet;
+   (:mod:`spdk_version`), not older than the running one (an older SPDK
+   cannot load a newer one's saved config); nothing has stopped yet;
 2. a storage target with hosts connected is refused without ``--force``:
    the hosts' reconnect settings (``nvme_ctrlr_loss_timeout_sec``,
    ``nvme_fast_io_fail_timeout_sec``) are not visible from here and must
@@ -208,7 +209,8 @@ class Upgrade(object):
         self.stall = None
 
     def run(self):
-        old = spdk_version.describe(self.client.spdk_get_version())
+        answer = self.client.spdk_get_version()
+        old = spdk_version.describe(answer)
         new = binary_version(self.target.app, self.new_tree)
         if not spdk_version.is_supported(new):
             raise UpgradeError(
@@ -216,6 +218,16 @@ class Upgrade(object):
                 'nothing was stopped' % (
                     self.target.app, self.new_tree, spdk_version.label(new),
                     spdk_version.supported_text()))
+        running = spdk_version.parse(answer)
+        if running is not None and new[:2] < running[:2]:
+            # Found with v26.05 -> v26.01: the older target exits at
+            # start on the newer saved config (its bdev_nvme_set_options
+            # has parameters the older one does not decode).
+            raise UpgradeError(
+                'SPDK v%s is older than the running %s: an older SPDK '
+                'cannot load a newer one\'s saved config, so a downgrade '
+                'is refused; nothing was stopped' % (
+                    spdk_version.label(new), old))
         self._check_hosts()
         with saved_config.file_lock(self.saved):
             doc = saved_config.replay_order(self.client.save_config())

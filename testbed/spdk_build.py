@@ -36,6 +36,30 @@ def spdk_dir(version=None):
     return tree
 
 
+#: The SPDK releases the tests run (tools/build-spdk.sh builds each).
+VERSIONS = ('26.01', '26.05')
+
+
+@functools.lru_cache(maxsize=None)
+def tree(version):
+    """The built tree of SPDK ``version`` (e.g. ``'26.01'``).
+
+    ``$SPDK_DIR_26_01`` (dots as underscores) when set, as
+    tools/run-tests.sh exports for every version; else the build
+    script's cache (built on first use, minutes).
+    """
+    given = os.environ.get('SPDK_DIR_' + version.replace('.', '_'))
+    if given:
+        return given
+    cmd = [BUILD_SCRIPT, version]
+    done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True,
+                          env=_build_env())
+    if done.returncode != 0:
+        raise SpdkNotBuilt('%s failed (exit %d)'
+                           % (' '.join(cmd), done.returncode))
+    return done.stdout.strip().splitlines()[-1]
+
+
 def _build_env():
     """The caller's environment, with the real home for the build cache.
 

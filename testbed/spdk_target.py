@@ -55,7 +55,7 @@ class SpdkTarget(fixtures.Fixture):
     def __init__(self, app='spdk_tgt', core_mask='0x1', lcores=None,
                  interrupt_mode=False, json_config=None, mem_mb=MEM_MB,
                  start_timeout=30, name='spdk', socket_group=None,
-                 umask=None):
+                 umask=None, tree=None):
         super().__init__()
         if app not in spdk_build.APPS:
             raise ValueError('not an SPDK application: %r' % app)
@@ -70,6 +70,8 @@ class SpdkTarget(fixtures.Fixture):
         self.name = name
         self.socket_group = socket_group
         self.umask = umask
+        # A built SPDK tree (spdk_build.tree): default spdk_build's.
+        self.tree = tree
         self.process = None
 
     def _setUp(self):
@@ -86,7 +88,8 @@ class SpdkTarget(fixtures.Fixture):
         self.start()
 
     def command(self):
-        cmd = [spdk_build.app_path(self.app), '-r', self.socket_path,
+        cmd = [spdk_build.app_path(self.app, self.tree), '-r',
+               self.socket_path,
                '-s', str(self.mem_mb), '--disable-cpumask-locks']
         if self.lcores:
             cmd += ['--lcores', self.lcores]
@@ -112,7 +115,7 @@ class SpdkTarget(fixtures.Fixture):
             log.flush()
             self.process = subprocess.Popen(
                 self.command(), stdout=log, stderr=subprocess.STDOUT,
-                env=spdk_build.app_env(), start_new_session=True,
+                env=spdk_build.app_env(self.tree), start_new_session=True,
                 umask=-1 if self.umask is None else self.umask)
         self._wait_ready()
 

@@ -11,6 +11,13 @@ bin=${1:-.venv/bin}
 # instant once make test's spdk step has built it).
 SPDK_DIR=$(tools/build-spdk.sh) || { echo "SPDK build failed" >&2; exit 1; }
 export SPDK_DIR
+# Each supported release's tree, for the upgrade tests and the transcript
+# replay (testbed/spdk_build.py): SPDK_DIR_26_01 and so on.
+for version in ${SPDK_VERSIONS:-26.01 26.05}; do
+    tree=$(tools/build-spdk.sh "$version") ||
+        { echo "SPDK $version build failed" >&2; exit 1; }
+    export "SPDK_DIR_${version//./_}=$tree"
+done
 suites=(tests/unit tests/functional tests/cinder tests/nova tests/deployment)
 stream=$(mktemp)
 trap 'rm -f "$stream"' EXIT

@@ -1,0 +1,227 @@
+"""spdk-vhost-upgrade on real targets of both supported SPDK releases.
+
+Each test builds real objects on a target of one release (lvols in an
+AIO lvstore, QoS limits, vhost-blk controllers, NVMe-oF subsystems with
+listeners, allowed hosts and keys, bdev_nvme attachments of a compute
+target), runs the upgrade as the command does (its ``Upgrade`` class,
+in this process, so the new target is this test's to clean up), and
+checks the release that answers afterwards and that every object is
+there. The command itself compares every object before and after.
+"""
+
+import os
+import stat
+import time
+
+import fixtures
+
+from os_brick_connector import nvme_auth
+from os_brick_connector import spdk_rpc
+from os_brick_connector import target_inventory
+from os_brick_connector import upgrade
+from testbed import net
+from testbed import spdk_build
+from testbed import spdk_target
+from tests import base
+
+OLD, NEW = spdk_build.VERSIONS
+SUBNQN = 'nqn.2016-06.io.spdk:cinder:volume-upgrade'
+HOSTNQN = ('nqn.2014-08.org.nvmexpress:uuid:'
+           '7d1e5a0c-6b8e-4f61-9c0d-2a4b6c8e0f13')
+
+
+class UpgradeCase(base.TestCase):
+    """Targets of either release, and the upgrade run as the command."""
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(fixtures.Timeout(240, gentle=True))
+        self.tmp = self.useFixture(fixtures.TempDir()).path
+        self.said = []
+
+    def _target(self, app, version, **kwargs):
+        target = self.useFixture(spdk_target.SpdkTarget(
+            app=app, tree=spdk_build.tree(version), name=app, **kwargs))
+        client = spdk_rpc.SpdkClient(socket_path=target.socket_path,
+                                     timeout=30, connect_retries=0)
+        self.addCleanup(client.close)
+        return target, client
+
+    def _upgrade(self, target, tree, **kwargs):
+        up = upgrade.Upgrade(
+            target.socket_path, os.path.join(target.workdir, 'saved.json'),
+            tree, pid=target.pid, timeout=20, say=self.said.append,
+            log_path=target.log_path, **kwargs)
+        try:
+            up.run()
+        finally:
+            if up.target.process is not None:
+                # The fixture stops whichever process runs now.
+                target.process = up.target.process
+        return up
+
+    def _version(self, client):
+        fields = client.spdk_get_version()['fields']
+        return '%d.%02d' % (fields['major'], fields['minor'])
+
+    def _local_volume(self, target, client, name='vol'):
+        target.aio_lvstore(size_mib=64)
+        lvol = client.call('bdev_lvol_create', {
+            'lvs_name': 'lvs0', 'lvol_name': name, 'size_in_mib': 16,
+            'thin_provision': True})
+        client.call('bdev_set_qos_limit', {'name': lvol,
+                                           'rw_ios_per_sec': 1000})
+        return lvol
+
+    def _export(self, storage, client):
+        lvol = self._local_volume(storage, client)
+        port = str(net.free_port())
+        keys = os.path.join(self.tmp, 'keys')
+        os.mkdir(keys, 0o700)
+        nvme_auth.register(client, keys, 'host0',
+                           nvme_auth.generate_secret())
+        client.nvmf_create_transport('TCP')
+        client.nvmf_create_subsystem(SUBNQN, allow_any_host=False)
+        client.nvmf_subsystem_add_ns(SUBNQN, lvol)
+        client.nvmf_subsystem_add_listener(SUBNQN, 'TCP', '127.0.0.1',
+                                           port, adrfam='IPv4')
+        client.nvmf_subsystem_add_host(SUBNQN, HOSTNQN)
+        return port
+
+    def _attach(self, compute, port):
+        compute.bdev_nvme_attach_controller(
+            name='remote0', trtype='TCP', traddr='127.0.0.1',
+            trsvcid=port, subnqn=SUBNQN, hostnqn=HOSTNQN, adrfam='IPv4',
+            ctrlr_loss_timeout_sec=60, reconnect_delay_sec=1,
+            fast_io_fail_timeout_sec=30)
+        compute.call('vhost_create_blk_controller',
+                     {'ctrlr': 'remote.vhost', 'dev_name': 'remote0n1'})
+
+    def _assert_connected(self, compute, timeout=30):
+        deadline = time.monotonic() + timeout
+        while True:
+            [ctrl] = compute.call('bdev_nvme_get_controllers',
+                                  {'name': 'remote0'})
+            states = [c.get('state') for c in ctrl['ctrlrs']]
+            if states == ['enabled']:
+                return
+            self.assertLess(time.monotonic(), deadline, states)
+            time.sleep(0.2)
+
+    def _broken_tree(self, app, says='SPDK v26.05'):
+        """A tree whose ``app`` reports a release and then fails to run."""
+        tree = os.path.join(self.tmp, 'broken')
+        os.makedirs(os.path.join(tree, 'build', 'bin'))
+        os.makedirs(os.path.join(tree, 'build', 'lib'))
+        path = os.path.join(tree, 'build', 'bin', app)
+        with open(path, 'w') as script:
+            script.write('#!/bin/sh\n[ "$1" = --version ] && '
+                         'echo "%s" && exit 0\n'
+                         'echo "cannot start: broken build" >&2\nexit 1\n'
+                         % says)
+        os.chmod(path, stat.S_IRWXU)
+        return tree
+
+
+class UpgradeTest(UpgradeCase):
+
+    def test_compute_target_local_volume(self):
+        target, client = self._target('vhost', OLD, interrupt_mode=True)
+        lvol = self._local_volume(target, client)
+        client.call('vhost_create_blk_controller',
+                    {'ctrlr': 'local.vhost', 'dev_name': lvol})
+        before = target_inventory.take(client)
+        old_pid = target.pid
+
+        self._upgrade(target, spdk_build.tree(NEW))
+
+        self.assertNotEqual(old_pid, target.pid)
+        self.assertEqual(NEW, self._version(client))
+        self.assertEqual([], target_inventory.differences(
+            before, target_inventory.take(client)))
+        self.assertEqual(1, len(before['QoS limits']))
+        self.assertIn('local.vhost', before['vhost controllers'])
+        self.assertIn('upgraded: every object back', self.said[-1])
+
+    def test_compute_target_remote_volume(self):
+        storage, storage_client = self._target('nvmf_tgt', NEW,
+                                               interrupt_mode=True)
+        port = self._export(storage, storage_client)
+        target, client = self._target('vhost', OLD)
+        self._attach(client, port)
+
+        self._upgrade(target, spdk_build.tree(NEW))
+
+        self.assertEqual(NEW, self._version(client))
+        self._assert_connected(client)
+        self.assertEqual(['remote.vhost'], [
+            c['ctrlr'] for c in client.call('vhost_get_controllers')])
+
+    def test_storage_target_with_a_host_connected(self):
+        storage, client = self._target('nvmf_tgt', OLD, interrupt_mode=True)
+        port = self._export(storage, client)
+        compute, compute_client = self._target('vhost', NEW)
+        self._attach(compute_client, port)
+        old_pid = storage.pid
+
+        # The hosts' reconnect settings cannot be seen from here: refused,
+        # before anything stops, unless the operator says --force.
+        err = self.assertRaises(upgrade.UpgradeError, self._upgrade,
+                                storage, spdk_build.tree(NEW))
+        self.assertIn(HOSTNQN, str(err))
+        self.assertIn('nothing was stopped', str(err))
+        self.assertEqual(old_pid, storage.pid)
+        self.assertEqual(OLD, self._version(client))
+
+        self._upgrade(storage, spdk_build.tree(NEW), force=True)
+
+        self.assertEqual(NEW, self._version(client))
+        self._assert_connected(compute_client)
+        [sub] = [s for s in client.call('nvmf_get_subsystems')
+                 if s['nqn'] == SUBNQN]
+        self.assertEqual([HOSTNQN], [h['nqn'] for h in sub['hosts']])
+        self.assertEqual(['host0'], [
+            k['name'] for k in client.call('keyring_get_keys')])
+
+    def test_failed_new_binary_rolled_back(self):
+        target, client = self._target('vhost', OLD, interrupt_mode=True)
+        lvol = self._local_volume(target, client)
+        client.call('vhost_create_blk_controller',
+                    {'ctrlr': 'local.vhost', 'dev_name': lvol})
+        before = target_inventory.take(client)
+
+        err = self.assertRaises(upgrade.RolledBack, self._upgrade, target,
+                                self._broken_tree('vhost'))
+
+        self.assertIn('exited with 1', str(err))
+        self.assertEqual(OLD, self._version(client))
+        self.assertEqual([], target_inventory.differences(
+            before, target_inventory.take(client)))
+
+    def test_unsupported_new_release_refused_before_stopping(self):
+        target, client = self._target('vhost', OLD, interrupt_mode=True)
+        old_pid = target.pid
+
+        err = self.assertRaises(upgrade.UpgradeError, self._upgrade, target,
+                                self._broken_tree('vhost', 'SPDK v26.09'))
+
+        self.assertIn('not a supported release', str(err))
+        self.assertEqual(old_pid, target.pid)
+        self.assertEqual(OLD, self._version(client))
+
+    def test_downgrade_refused_before_stopping(self):
+        # v26.01 exits at start on v26.05's saved config (its
+        # bdev_nvme_set_options has parameters v26.01 does not decode),
+        # so the command refuses a downgrade before anything stops.
+        target, client = self._target('vhost', NEW, interrupt_mode=True)
+        lvol = self._local_volume(target, client)
+        client.call('vhost_create_blk_controller',
+                    {'ctrlr': 'local.vhost', 'dev_name': lvol})
+        old_pid = target.pid
+
+        err = self.assertRaises(upgrade.UpgradeError, self._upgrade, target,
+                                spdk_build.tree(OLD))
+
+        self.assertIn('downgrade is refused', str(err))
+        self.assertEqual(old_pid, target.pid)
+        self.assertEqual(NEW, self._version(client))
