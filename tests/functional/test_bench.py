@@ -66,6 +66,12 @@ class QuickBenchTest(base.TestCase):
                     control['cinder']['by_size'][size][op]['rpc_calls'], 0)
         self.assertIn('vhost_create_blk_controller',
                       control['connector']['attach']['rpc'])
+        # Round trips are figures that must hold, even under TCG.
+        trips = control['round_trips']
+        self.assertEqual({'attach', 'detach', 'create', 'delete',
+                          'clone_from_snapshot'}, set(trips))
+        self.assertEqual([], [op for op, figures in trips.items()
+                              if figures['over_enforced']], trips)
         self.assertEqual([1, 2, 4], [p['volumes'] for p in
                                      control['scaling']['points']])
         self.check_modes(res['modes'])

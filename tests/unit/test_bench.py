@@ -10,6 +10,7 @@ import fixtures
 from testbed import cpu
 from testbed.guest import initramfs
 from tests import base
+from tools.bench import control
 from tools.bench import fio
 from tools.bench import modes
 from tools.bench import report
@@ -131,6 +132,28 @@ class TimingTest(base.TestCase):
         got = timing.summarise(samples)
         self.assertEqual(2.0, got['seconds_mean'])
         self.assertEqual([3, 4], got['rpc_calls'])
+
+
+class RoundTripsTest(base.TestCase):
+
+    def test_most_calls_over_sizes_against_budgets(self):
+        def op(calls):
+            return {'rpc_calls': calls}
+        result = {
+            'cinder': {'by_size': {
+                '1': {'create': op(1), 'clone_from_snapshot': op(2),
+                      'delete': op(7)},
+                '64': {'create': op(3), 'clone_from_snapshot': op(2),
+                       'delete': op(2)}}},
+            'connector': {'attach': op(4), 'detach': op(8)}}
+        trips = control.round_trips(result)
+        self.assertEqual({'create': 3, 'clone_from_snapshot': 2,
+                          'delete': 7, 'attach': 4, 'detach': 8},
+                         {k: v['calls'] for k, v in trips.items()})
+        self.assertEqual(['attach', 'clone_from_snapshot'], sorted(
+            k for k, v in trips.items() if v['within_budget']))
+        self.assertEqual(['create', 'detach'], sorted(
+            k for k, v in trips.items() if v['over_enforced']))
 
 
 class CpuTest(base.TestCase):

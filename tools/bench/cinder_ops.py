@@ -27,10 +27,14 @@ from tools.bench import timing
 TARGET_ID = 'bench-target'
 
 
-def make_driver(socket_path, lvstore):
+def make_driver(socket_path, lvstore, saved_config):
+    """The driver as deployed: it saves the target's config after changes.
+
+    Saving is part of each operation's round trips (``save_config``).
+    """
     return standalone.make_driver(
         'bench@spdk', spdk_rpc_socket=socket_path, spdk_lvstores=[lvstore],
-        spdk_target_id=TARGET_ID)
+        spdk_target_id=TARGET_ID, spdk_saved_config=saved_config)
 
 
 class CinderOps(object):
@@ -108,8 +112,10 @@ def main(argv=None):
         lockutils.set_defaults(tmp)
         with rpc_counter.RpcCounter(args.socket,
                                     os.path.join(tmp, 'rpc.sock')) as counter:
-            drv = make_driver(counter.path, args.lvstore)
+            drv = make_driver(counter.path, args.lvstore,
+                              os.path.join(tmp, 'spdk-config.json'))
             try:
+                drv.saver.save()  # a deployed target has its file
                 ops = CinderOps(drv, counter, args.lvstore)
                 result = {'by_size': {str(size): ops.sizes(size,
                                                            args.repeats)

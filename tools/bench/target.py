@@ -20,6 +20,7 @@ from oslo_config import cfg
 from os_brick_connector import config as brick_config
 from os_brick_connector import connector as brick_connector
 from os_brick_connector import privileged
+from os_brick_connector import saved_config
 from os_brick_connector import spdk_rpc
 from testbed import cpu
 from testbed import spdk_target
@@ -81,13 +82,17 @@ class BenchTarget(fixtures.Fixture):
         return path
 
     def _connector(self):
+        # Saved once, as on a deployed host: each attach and detach then
+        # saves only what it changed, and that is what is counted.
+        saved = os.path.join(self.workdir, 'spdk-config.json')
+        saved_config.ConfigSaver(self.admin, saved).save()
         conf = cfg.ConfigOpts()
         brick_config.register_connector_opts(conf)
         conf([], project='spdk-vhost-bench')
         for name, value in (('spdk_rpc_socket', self.counter.path),
                             ('numa_policy', 'none'),
                             ('disconnect_retry_interval', 0.2),
-                            ('spdk_saved_config', '')):
+                            ('spdk_saved_config', saved)):
             conf.set_override(name, value, group='spdk_vhost')
         # The bench runs as root: the socket chmod runs in this process
         # rather than through a privsep daemon.
