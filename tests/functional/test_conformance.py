@@ -17,6 +17,7 @@ import threading
 import fixtures
 
 from testbed import rpc_raw
+from testbed import spdk_build
 from tests import base
 from tests.functional import replay
 
@@ -27,6 +28,12 @@ SHARED = os.path.join(REPO, '..', 'shared', 'spdk-transcripts')
 
 class ConformanceTest(base.TestCase):
 
+    #: The SPDK release replayed against (None: the suite's SPDK_DIR),
+    #: and how its answers differ from the recording's (replay.py).
+    version = None
+    differences = None
+    accepts = ()
+
     def setUp(self):
         super().setUp()
         self.useFixture(fixtures.Timeout(300, gentle=True))
@@ -35,12 +42,16 @@ class ConformanceTest(base.TestCase):
         scenario = replay.load(name)
         needs_compute = any(c.get('target') == 'compute'
                             for c in scenario['calls'])
-        targets = {'storage': self.useFixture(replay.target('storage'))}
+        tree = spdk_build.tree(self.version) if self.version else None
+        targets = {'storage': self.useFixture(
+            replay.target('storage', tree))}
         if needs_compute:
-            targets['compute'] = self.useFixture(replay.target('compute'))
+            targets['compute'] = self.useFixture(
+                replay.target('compute', tree))
         work_dir = self.useFixture(fixtures.TempDir()).path
         replay.prepare_work_dir(work_dir)
-        replay.Replay(scenario, targets, work_dir).run(replay.CHECKS)
+        replay.Replay(scenario, targets, work_dir, self.differences,
+                      self.accepts).run(replay.CHECKS)
 
 
 def _add_scenario_tests():
@@ -53,6 +64,14 @@ def _add_scenario_tests():
 
 
 _add_scenario_tests()
+
+
+class OlderReleaseConformanceTest(ConformanceTest):
+    """The same scenarios on the older supported release (v26.01)."""
+
+    version = spdk_build.VERSIONS[0]
+    differences = replay.V26_01_DIFFERENCES
+    accepts = replay.V26_01_ACCEPTS
 
 
 class TranscriptCopyTest(base.TestCase):
