@@ -90,7 +90,9 @@ def import_file(client, exporter, conf, path, lvs, lvol_name, volume_id,
 
     The lvol is the file's size (whole clusters); spdk_dd writes the
     file's data extents into it over a scratch NVMe-oF export, which is
-    gone afterwards. The lvol's undo is registered on ``rb``.
+    gone afterwards. A file of holes only (a restored backup of zeros)
+    needs no copy, and ``spdk_dd --sparse`` aborts on one. The lvol's
+    undo is registered on ``rb``.
     """
     alias = lvols.alias(lvs, lvol_name)
     delete_lvol(client, alias)
@@ -98,6 +100,8 @@ def import_file(client, exporter, conf, path, lvs, lvol_name, volume_id,
     with rb.change('delete lvol %s' % alias, delete_lvol, client, alias):
         lvol_uuid = client.bdev_lvol_create(lvol_name, size_mib,
                                             lvs_name=lvs, thin_provision=True)
+    if not dd.data_clusters(path, cluster_size):
+        return alias
     with rollback.Cleanup('import %s' % path) as cleanup:
         params, secrets = dd.scratch_export(exporter, lvol_uuid, volume_id,
                                             cleanup)

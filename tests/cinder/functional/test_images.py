@@ -79,6 +79,23 @@ class ImageToVolumeTest(_DriverImageTest):
         self.assertEqual(2, lvol['num_allocated_clusters'])
         self.check_volume(volume, data)
 
+    def test_restore_of_a_file_of_holes_only(self):
+        """A backup of zeros restores as holes only: nothing to copy.
+
+        (spdk_dd --sparse aborts on a file without a data extent.)
+        """
+        volume = self.from_image(self.add_image(
+            imaging.pattern('old', IMAGE_LEN)))
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path, 'f')
+        with open(path, 'wb') as out:
+            out.truncate(volume.size * 1024 * imaging.MIB)
+        self.driver._restore_from(volume, path)
+        lvol = self.rpc('bdev_get_bdevs', {'name': 'lvs0/' + volume.name})[
+            0]['driver_specific']['lvol']
+        self.assertEqual(0, lvol['num_allocated_clusters'])
+        self.check_volume(volume, bytes(IMAGE_LEN))
+        self.assert_no_scratch()
+
     def test_qcow2_image(self):
         data = imaging.pattern('qcow2', IMAGE_LEN)
         volume = self.from_image(self.add_image(data, 'qcow2'))
