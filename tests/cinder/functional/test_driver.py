@@ -77,7 +77,7 @@ class SetupTest(DriverTestCase):
                   lvols.GIB, 2), pool['free_capacity_gb'])
         self.assertTrue(pool['thin_provisioning_support'])
         self.assertTrue(pool['QoS_support'])
-        self.assertFalse(pool['multiattach'])
+        self.assertTrue(pool['multiattach'])
 
 
 class VolumeTest(DriverTestCase):
