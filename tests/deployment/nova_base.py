@@ -29,12 +29,14 @@ BOOT_TIMEOUT = 600
 # Hugepage flavors (vhost-user needs shared hugepage-backed memory):
 # name -> (MiB, vCPUs, root disk GiB). Servers boot from volumes on the
 # first, resize to the second; the third boots from an image, as
-# tempest does (Nova refuses a zero-disk flavor to non-admins then).
+# tempest does (Nova refuses a zero-disk flavor to non-admins then), and
+# tempest resizes such servers to the fourth.
 FLAVOR = 'spdk.hugepages'
 LARGE_FLAVOR = 'spdk.hugepages.large'
 IMAGE_FLAVOR = 'spdk.hugepages.disk'
+IMAGE_FLAVOR_ALT = 'spdk.hugepages.disk.large'
 FLAVORS = {FLAVOR: (256, 1, 0), LARGE_FLAVOR: (384, 2, 0),
-           IMAGE_FLAVOR: (256, 1, 1)}
+           IMAGE_FLAVOR: (256, 1, 1), IMAGE_FLAVOR_ALT: (320, 1, 1)}
 FLAVOR_SPECS = {'hw:mem_page_size': '2048'}
 _cloud = {}
 
@@ -73,6 +75,7 @@ class NovaTestCase(base.DeploymentTestCase):
         self.flavor = _cloud[FLAVOR]
         self.large_flavor = _cloud[LARGE_FLAVOR]
         self.image_flavor = _cloud[IMAGE_FLAVOR]
+        self.image_flavor_alt = _cloud[IMAGE_FLAVOR_ALT]
         self.nova = self.cloud.nova()
         self.cinder = cinder_client.Client(
             api_versions.APIVersion(deployment.API_VERSION),

@@ -17,15 +17,23 @@ from tests.deployment import cinder_conf
 from tests.deployment import deployment
 
 
+# What unmanage leaves behind, for tempest's manage tests: the volume's
+# lvol renamed, the snapshot's lvol kept (devstack/lib/tempest agrees).
+MANAGE_VOLUME_REF = 'source-name,unmanaged-volume-%s'
+MANAGE_SNAPSHOT_REF = 'source-name,snapshot-%s'
+
+
 def build(dep, keystone_uri, admin_password, admin_user='admin',
           admin_project='admin', region='RegionOne',
           volume_type='high-iops', lock_path=None, compute=None):
-    """The configuration; ``compute`` (image id, flavor id) adds Nova.
+    """The configuration; ``compute`` (image, flavor[, alt flavor]) adds Nova.
 
     With Nova the scenario tests run too, seeing the guest through its
     console (the deployment has no guest network): the image must be
     the test guest in report mode, the flavor hugepage-backed with a
-    root disk.
+    root disk. Tempest's own volume tests also need neutron said to be
+    there (their classes ask for a default network): tempest creates no
+    network then, and Nova boots the servers without one.
     """
     conf = configparser.ConfigParser(interpolation=None)
     conf['DEFAULT'] = {'log_file': 'tempest.log'}
@@ -46,11 +54,14 @@ def build(dep, keystone_uri, admin_password, admin_user='admin',
                       'storage_protocol': 'vhost-user',
                       'vendor_name': 'SPDK',
                       'min_microversion': '3.0',
-                      'max_microversion': deployment.API_VERSION}
+                      'max_microversion': deployment.API_VERSION,
+                      'manage_volume_ref': MANAGE_VOLUME_REF,
+                      'manage_snapshot_ref': MANAGE_SNAPSHOT_REF}
     conf['volume-feature-enabled'] = {'snapshot': 'True', 'clone': 'True',
                                       'extend_attached_volume': 'False',
-                                      'backup': 'False',
-                                      'manage_volume': 'True'}
+                                      'backup': 'True',
+                                      'manage_volume': 'True',
+                                      'manage_snapshot': 'True'}
     conf['spdk_vhost'] = {'api_tests': 'True', 'scenario_tests': 'False',
                           'backend_name': cinder_conf.BACKEND,
                           'volume_type': volume_type,
@@ -60,15 +71,32 @@ def build(dep, keystone_uri, admin_password, admin_user='admin',
     return conf
 
 
-def _add_compute(conf, image, flavor):
+def _add_compute(conf, image, flavor, flavor_alt=None):
     conf['service_available'].update(nova='True', glance='True')
     conf['compute'] = {'image_ref': image, 'flavor_ref': flavor,
-                       'build_timeout': '600'}
+                       'build_timeout': '600',
+                       # multiattach needs 2.60
+                       'max_microversion': 'latest'}
+    if flavor_alt:
+        conf['compute']['flavor_ref_alt'] = flavor_alt
     conf['compute-feature-enabled'] = {'console_output': 'True'}
     conf['validation'] = {'run_validation': 'False'}
     conf['volume-feature-enabled']['extend_attached_volume'] = 'True'
     conf['spdk_vhost'].update(scenario_tests='True', hugepage_flavor=flavor,
                               guest_access='console')
+
+
+def for_tempest_tests(conf, multiattach_type):
+    """``conf`` (with compute) for tempest's own tests: see build().
+
+    ``multiattach_type`` names a volume type with multiattach on.
+    """
+    conf['service_available']['neutron'] = 'True'
+    conf['auth']['create_isolated_networks'] = 'False'
+    conf['compute-feature-enabled'].update(volume_multiattach='True',
+                                           resize='True')
+    conf['volume']['volume_type_multiattach'] = multiattach_type
+    return conf
 
 
 def write(path, conf):

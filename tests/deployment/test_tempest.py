@@ -8,7 +8,10 @@ then runs the plugin's tests with the SPDK socket set, so they also
 check what SPDK enforces: the API tests on Cinder alone, the scenario
 tests on the compute cloud too (real Nova, servers booted from the test
 guest, which reports its disks on the console that tempest reads
-through Nova's API).
+through Nova's API). Tempest's own volume tests of the everyday
+operations (snapshots, backups, manage, retype, multiattach) run on the
+compute cloud as well: see ``tempest_run.TEMPEST_VOLUME_TESTS`` for
+which, and ``NOT_APPLICABLE`` for those that do not apply, and why.
 """
 
 import os
@@ -25,7 +28,7 @@ from tests.deployment import tempest_run
 
 
 class TempestRunMixin(object):
-    """Run one kind of the plugin's tests; every one of them must pass."""
+    """Run tempest against the deployment, and judge what it ran."""
 
     def _attach_tempest_logs(self, workspace, stderr):
         self.addDetail('tempest-stderr',
@@ -33,26 +36,40 @@ class TempestRunMixin(object):
         self.addDetail('tempest.log', testtools.content.text_content(
             processes.tail(os.path.join(workspace, 'tempest.log'), 20000)))
 
-    def run_tempest(self, kind, compute=None, timeout=600):
-        expected = tempest_run.expected_tests(kind)
-        self.assertGreater(len(expected), 0, 'no %s test found' % kind)
+    def tempest(self, test_regex, compute=None, own_tests=False,
+                timeout=600):
+        """``tempest run`` of ``test_regex`` here: (rc, results, stderr)."""
         front = self.deployment.front()
         self.addOnException(lambda _exc: self.attach_service_logs(front))
-        # The type the tests' volumes get by default, on the backend.
+        # The type the plugin's volumes get by default, on the backend.
         vtype = self.make_type(extra_specs={
             'volume_backend_name': cinder_conf.BACKEND})
         workspace = self.useFixture(fixtures.TempDir()).path
         conf_path = os.path.join(workspace, 'tempest.conf')
-        tempest_conf.write(conf_path, tempest_conf.build(
+        conf = tempest_conf.build(
             self.deployment, front.keystone.uri,
             front.keystone.admin_password, volume_type=vtype.name,
-            lock_path=os.path.join(workspace, 'lock'), compute=compute))
+            lock_path=os.path.join(workspace, 'lock'), compute=compute)
+        if own_tests:
+            multiattach = self.make_type(extra_specs={
+                'volume_backend_name': cinder_conf.BACKEND,
+                'multiattach': '<is> True'})
+            tempest_conf.for_tempest_tests(conf, multiattach.name)
+        tempest_conf.write(conf_path, conf)
 
         rc, results, stderr = tempest_run.tempest_run(
-            workspace, conf_path, kind, timeout=timeout)
+            workspace, conf_path, test_regex, timeout=timeout)
 
         self.addOnException(lambda _exc: self._attach_tempest_logs(
             workspace, stderr))
+        return rc, results, stderr
+
+    def run_tempest(self, kind, compute=None, timeout=600):
+        """Run the plugin's ``kind`` tests: every one of them passes."""
+        expected = tempest_run.expected_tests(kind)
+        self.assertGreater(len(expected), 0, 'no %s test found' % kind)
+        rc, results, stderr = self.tempest(tempest_run.regex(kind),
+                                           compute, timeout=timeout)
         failed = sorted(test for test, (status, _d) in results.items()
                         if status != 'success')
         self.assertEqual([], failed, '\n'.join(
@@ -81,3 +98,15 @@ class TestTempestScenario(TempestRunMixin, nova_base.NovaTestCase):
         self.run_tempest('scenario', compute=(self.images['report'],
                                               self.image_flavor),
                          timeout=1800)
+
+
+class TestTempestVolumeOperations(TempestRunMixin, nova_base.NovaTestCase):
+
+    def test_tempest_volume_tests_pass(self):
+        rc, results, stderr = self.tempest(
+            tempest_run.TEMPEST_VOLUME_TESTS, own_tests=True,
+            compute=(self.images['report'], self.image_flavor,
+                     self.image_flavor_alt),
+            timeout=2400)
+        self.assertEqual([], tempest_run.judge_tempest_tests(results))
+        self.assertEqual(0, rc, 'tempest run failed:\n%s' % stderr[-3000:])

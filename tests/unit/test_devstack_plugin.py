@@ -402,6 +402,28 @@ class DevstackPluginTest(PluginTestBase):
             'spdk_rpc_socket': '/var/tmp/spdk.sock',
         }, dict(self.ini('TEMPEST_CONFIG')['spdk_vhost']))
 
+    def test_tempest_own_tests_options(self):
+        # The manage references the deployment's tempest run proves.
+        from tests.deployment import tempest_conf
+        self.prebuilt_spdk()
+        self.run_plugin('test-config')
+        conf = self.ini('TEMPEST_CONFIG')
+        self.assertEqual(tempest_conf.MANAGE_VOLUME_REF,
+                         conf['volume']['manage_volume_ref'])
+        self.assertEqual(tempest_conf.MANAGE_SNAPSHOT_REF,
+                         conf['volume']['manage_snapshot_ref'])
+        self.assertEqual('True', conf['volume-feature-enabled'][
+            'manage_snapshot'])
+
+    def test_defaults_enable_multiattach(self):
+        # devstack then creates its multiattach type and tells tempest.
+        script = os.path.join(ROOT, 'devstack', 'override-defaults')
+        out = subprocess.run(
+            ['bash', '-c', 'source "$1"; echo "$ENABLE_VOLUME_MULTIATTACH"',
+             'x', script], env={'PATH': os.environ['PATH']},
+            stdout=subprocess.PIPE, check=True, text=True).stdout
+        self.assertEqual('True\n', out)
+
     def test_tempest_options_follow_the_plugin_options(self):
         # Every option test-config writes must exist in the plugin.
         from tempest_plugin import config as plugin_config

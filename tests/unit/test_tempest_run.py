@@ -8,6 +8,7 @@ green, so they are checked on streams and sources with known content.
 """
 
 import http.server
+import importlib
 import io
 import json
 import threading
@@ -166,3 +167,83 @@ class ExpectedTestsTest(base.TestCase):
                       tempest_run.expected_tests('scenario'))
         for kind, found in discovered.items():
             self.assertEqual(found, tempest_run.expected_tests(kind))
+
+
+class TestJudgeTempestTests(base.TestCase):
+    """A run of tempest's own volume tests is green only when it should."""
+
+    def green_run(self):
+        results = {cls + '.test_it': ('success', {})
+                   for cls in tempest_run.MUST_PASS}
+        results.update((self.skip_id(key), ('skip', {'reason': 'n/a'}))
+                       for key in tempest_run.NOT_APPLICABLE)
+        return results
+
+    @staticmethod
+    def skip_id(key):
+        """How a skip of ``key`` (a class, or one test) is reported."""
+        if key.rsplit('.', 1)[1].startswith('test_'):
+            return key
+        return 'setUpClass (%s)' % key
+
+    def test_green_run(self):
+        self.assertEqual([], tempest_run.judge_tempest_tests(self.green_run()))
+
+    def test_failure_is_reported(self):
+        results = self.green_run()
+        results['tempest.api.volume.test_volumes_backup.VolumesBackupsTest.'
+                'test_other'] = ('fail', {'traceback': 'boom'})
+        problems = tempest_run.judge_tempest_tests(results)
+        self.assertEqual(1, len(problems))
+        self.assertIn('boom', problems[0])
+
+    def test_skip_of_an_applicable_class_is_a_problem(self):
+        results = self.green_run()
+        cls = tempest_run.MUST_PASS[0]
+        del results[cls + '.test_it']
+        results['setUpClass (%s)' % cls] = ('skip', {'reason': 'no backup'})
+        problems = tempest_run.judge_tempest_tests(results)
+        self.assertEqual(2, len(problems))      # skipped, and none passed
+        self.assertIn('no backup', problems[0])
+
+    def test_not_applicable_that_ran_is_a_problem(self):
+        for key in tempest_run.NOT_APPLICABLE:
+            results = self.green_run()
+            del results[self.skip_id(key)]
+            results[key + '.test_x'] = ('success', {})
+            self.assertEqual(
+                ['%s: listed as not applicable but not skipped' % key],
+                tempest_run.judge_tempest_tests(results))
+
+    def test_skip_of_another_test_of_a_listed_test_class(self):
+        results = self.green_run()
+        single = [key for key in tempest_run.NOT_APPLICABLE
+                  if key != tempest_run.test_class(self.skip_id(key))]
+        self.assertNotEqual([], single)
+        other = tempest_run.test_class(single[0]) + '.test_other'
+        results[other] = ('skip', {'reason': 'resize not available'})
+        problems = tempest_run.judge_tempest_tests(results)
+        self.assertEqual(1, len(problems))
+        self.assertIn('resize not available', problems[0])
+
+    def test_empty_run_is_a_problem(self):
+        self.assertEqual(
+            len(tempest_run.MUST_PASS) + len(tempest_run.NOT_APPLICABLE),
+            len(tempest_run.judge_tempest_tests({})))
+
+    def test_regex_selects_the_classes_it_judges(self):
+        for key in tempest_run.MUST_PASS + tuple(tempest_run.NOT_APPLICABLE):
+            self.assertRegex(key + '.test_x',
+                             tempest_run.TEMPEST_VOLUME_TESTS)
+        self.assertNotRegex('tempest.api.volume.test_volumes_list.'
+                            'VolumesListTestJSON.test_x',
+                            tempest_run.TEMPEST_VOLUME_TESTS)
+
+    def test_judged_classes_and_tests_exist_in_tempest(self):
+        for key in tempest_run.MUST_PASS + tuple(tempest_run.NOT_APPLICABLE):
+            module, _sep, names = key.partition('.test_')
+            module += '.test_' + names.split('.')[0]
+            found = importlib.import_module(module)
+            for name in names.split('.')[1:]:
+                found = getattr(found, name, None)
+            self.assertIsNotNone(found, key)
