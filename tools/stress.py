@@ -96,7 +96,9 @@ class Worker(object):
         return objects.Volume(context=self.ctxt, id=str(uuid.uuid4()),
                               size=1, host='stress@spdk#%s' % LVS,
                               volume_type_id=None, _name_id=None,
-                              migration_status=None)
+                              migration_status=None, status='available',
+                              volume_attachment=objects.VolumeAttachmentList(
+                                  objects=[]))
 
     def _snapshot(self, volume):
         from cinder import objects
