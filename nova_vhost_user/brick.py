@@ -20,8 +20,9 @@ def connector_class():
 def get_connector():
     """A connector for this host's SPDK target, configured by [spdk_vhost].
 
-    Its ``connect_volume`` returns DESIGN.md's device info
-    ``{'type', 'path', 'controller', 'cpumask', 'numa_node'}``.
+    Its ``connect_volume`` returns the device info ``{'type', 'path',
+    'controller', 'cpumask', 'numa_node'}`` (the wire format is in
+    doc/source/contributor/architecture.rst).
     """
     return connector_class()(utils.get_root_helper())
 

@@ -2,7 +2,7 @@
 
 SPDK maps all of the guest's memory, so the memory must be shared with
 other processes; and it must be hugepage-backed: plain memfd memory makes
-a real SPDK target segfault at VHOST_USER_SET_MEM_TABLE (DESIGN.md). Each
+a real SPDK target segfault at VHOST_USER_SET_MEM_TABLE. Each
 function returns None when the memory is fine, else what is wrong, in
 words for the operator.
 """
