@@ -12,8 +12,10 @@ import atexit
 import time
 
 from cinderclient import exceptions as cinder_exc
+import fixtures
 import testtools
 
+from testbed import spdk_dd
 from tests import base
 from tests.deployment import deployment
 from tests.deployment import processes
@@ -155,6 +157,20 @@ class DeploymentTestCase(base.TestCase):
         found = self.lvols(lvs)
         self.assertIn(name, found, 'lvol %s not on %s' % (name, lvs))
         return found[name]
+
+    def dd(self, bdev, offset, length=None, data=None):
+        """Write ``data`` at ``offset`` of lvol ``bdev``, or read ``length``.
+
+        Over NVMe/TCP with spdk_dd, as a host would see the volume.
+        """
+        dd = spdk_dd.NvmfDd(self.deployment.target,
+                            self.useFixture(fixtures.TempDir()).path)
+        try:
+            if data is None:
+                return dd.read(bdev, offset, length)
+            dd.write(bdev, offset, data)
+        finally:
+            dd.unexport(bdev)
 
     def rate_limits(self, name):
         limits = self.lvol(name).get('assigned_rate_limits', {})

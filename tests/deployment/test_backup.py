@@ -11,9 +11,7 @@ on the target; these tests check the staging directory too.
 
 import os
 
-import fixtures
 
-from testbed import spdk_dd
 from tests.deployment import base
 from tests.deployment import test_connection
 from tests.deployment import test_lifecycle
@@ -30,7 +28,6 @@ class TestBackup(base.DeploymentTestCase):
 
     def setUp(self):
         super().setUp()
-        self.tmp = self.useFixture(fixtures.TempDir()).path
         self.addCleanup(self._assert_staging_empty)
 
     def _assert_staging_empty(self):
@@ -40,14 +37,8 @@ class TestBackup(base.DeploymentTestCase):
 
     def _dd(self, volume, offset, data=None):
         """Write ``data`` at ``offset`` of the volume, or read LENGTH."""
-        bdev = '%s/%s' % (base.LVS, lvol_name(volume))
-        dd = spdk_dd.NvmfDd(self.deployment.target, self.tmp)
-        try:
-            if data is None:
-                return dd.read(bdev, offset, LENGTH)
-            dd.write(bdev, offset, data)
-        finally:
-            dd.unexport(bdev)
+        return self.dd('%s/%s' % (base.LVS, lvol_name(volume)), offset,
+                       LENGTH, data)
 
     def assertContent(self, expected, volume):
         """``expected``: offset -> bytes, read back from the volume."""

@@ -12,9 +12,7 @@ nothing is left on the target.
 import os
 import time
 
-import fixtures
 
-from testbed import spdk_dd
 from tests.deployment import base
 from tests.deployment import test_connection
 from tests.deployment import test_lifecycle
@@ -28,19 +26,9 @@ lvol_name = test_lifecycle.lvol_name
 
 class TestMigration(base.DeploymentTestCase):
 
-    def setUp(self):
-        super().setUp()
-        self.tmp = self.useFixture(fixtures.TempDir()).path
-
     def _dd(self, bdev, offset, data=None):
         """Write ``data`` at ``offset`` of lvol ``bdev``, or read it."""
-        dd = spdk_dd.NvmfDd(self.deployment.target, self.tmp)
-        try:
-            if data is None:
-                return dd.read(bdev, offset, LENGTH)
-            dd.write(bdev, offset, data)
-        finally:
-            dd.unexport(bdev)
+        return self.dd(bdev, offset, LENGTH, data)
 
     def _fill(self, volume):
         """Two regions of data; what reading them gives."""
