@@ -10,6 +10,8 @@ network.
 
 from oslo_config import cfg
 
+from os_brick_connector import reconnect
+
 #: Where the SPDK service units keep the config the target starts with.
 SAVED_CONFIG = '/var/lib/spdk/spdk_tgt.json'
 
@@ -134,22 +136,43 @@ connector_opts = [
                  help='Seconds between two attempts to delete a vhost-blk '
                       'controller still in use by a guest.'),
     cfg.IntOpt('nvme_ctrlr_loss_timeout_sec',
-               default=60,
+               default=reconnect.DEFAULT_LOSS,
                min=-1,
                help='NVMe-oF: seconds a lost connection to the storage '
-                    'target is retried before the controller is dropped '
-                    '(-1: retry forever).'),
+                    'target is retried before the controller, and the '
+                    'guest\'s disk with it, is dropped (-1: retry '
+                    'forever; 0: never retry). The default rides out a '
+                    'storage target upgrade by spdk-vhost-upgrade, '
+                    'failed and rolled back included (60 s with its '
+                    'default --timeout, plus one reconnect delay); the '
+                    'price is that a storage host that died for good is '
+                    'given up this late. Reported to Cinder, and checked '
+                    'by spdk-vhost-upgrade before it stops a storage '
+                    'target this host is connected to.'),
     cfg.IntOpt('nvme_reconnect_delay_sec',
-               default=2,
+               default=reconnect.DEFAULT_DELAY,
                min=0,
-               help='NVMe-oF: seconds between two reconnect attempts.'),
+               help='NVMe-oF: seconds between two reconnect attempts; '
+                    'above 0 unless nvme_ctrlr_loss_timeout_sec is 0. A '
+                    'guest waits up to this long more after its storage '
+                    'target is back.'),
     cfg.IntOpt('nvme_fast_io_fail_timeout_sec',
-               default=10,
+               default=reconnect.DEFAULT_FAST_FAIL,
                min=0,
-               help='NVMe-oF: seconds after a lost connection at which I/O '
-                    'fails instead of waiting (0: wait until the '
-                    'controller is dropped). Must not exceed '
-                    'nvme_ctrlr_loss_timeout_sec.'),
+               help='NVMe-oF: seconds after a lost connection at which '
+                    'guest I/O fails instead of waiting for a reconnect '
+                    '(0: wait until the controller is dropped). Between '
+                    'nvme_reconnect_delay_sec and '
+                    'nvme_ctrlr_loss_timeout_sec. The default rides out a '
+                    'storage target upgrade, failed and rolled back '
+                    'included, with no I/O error in the guests; the price '
+                    'is that when a storage host dies, guests see it '
+                    'only after this long (their I/O hangs until then). '
+                    'Below the upgrade window (60 s with '
+                    'spdk-vhost-upgrade\'s default --timeout) plus '
+                    'nvme_reconnect_delay_sec, the command refuses, '
+                    'without --force, to upgrade a storage target this '
+                    'host is connected to.'),
     cfg.StrOpt('nvme_key_dir',
                help='NVMe-oF: directory, readable by this host\'s SPDK '
                     'process, where DH-HMAC-CHAP secrets received from '

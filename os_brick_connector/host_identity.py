@@ -1,9 +1,11 @@
 """What a compute host tells Cinder about itself: the connector properties.
 
-Cinder's driver reads two keys (see its ``initialize_connection``): the
+Cinder's driver reads three keys (see its ``initialize_connection``): the
 target identity, to attach a volume of this host's own SPDK target
-locally (``transport: local``), and the host NQN, to allow this host on
-the subsystem of a volume exported over NVMe-oF. Neither needs the
+locally (``transport: local``), the host NQN, to allow this host on
+the subsystem of a volume exported over NVMe-oF, and the NVMe-oF
+reconnect settings this host attaches with, recorded for the storage
+target's upgrade command (:mod:`reconnect`). None needs the
 target, so reporting them makes no RPC: Nova builds the connector for
 every attachment, of every volume type, and must get it even while the
 SPDK target is down.
@@ -15,6 +17,7 @@ import uuid
 from oslo_log import log
 
 from os_brick_connector import connector_errors as errors
+from os_brick_connector import reconnect
 
 LOG = log.getLogger(__name__)
 
@@ -74,7 +77,8 @@ def connector_properties(conf, client=None):
     is accepted for callers holding one; no property needs it.
     """
     try:
-        return {TARGET_ID: target_id(conf), HOST_NQN: host_nqn(conf)}
+        return {TARGET_ID: target_id(conf), HOST_NQN: host_nqn(conf),
+                reconnect.KEY: reconnect.from_conf(conf)}
     except Exception as err:  # any failure: see the docstring
         LOG.warning('This host cannot attach SPDK volumes: its SPDK '
                     'identity for Cinder could not be read (%(type)s: '

@@ -13,14 +13,15 @@ In order, stopping at the first failure:
    ``--new-spdk-dir``) must report a supported SPDK release
    (:mod:`spdk_version`), not older than the running one (an older SPDK
    cannot load a newer one's saved config); nothing has stopped yet;
-2. a storage target with hosts connected is refused without ``--force``:
-   the hosts' reconnect settings (``nvme_ctrlr_loss_timeout_sec``,
-   ``nvme_fast_io_fail_timeout_sec``) are not visible from here and must
-   cover the window (see the upgrade guide);
-3. under the lock the drivers save the config with
+2. under the lock the drivers save the config with
    (:func:`saved_config.file_lock`, held to the end so that no driver
-   changes the target meanwhile), the live config is saved to
-   ``--saved-config`` and its objects are listed (:mod:`target_inventory`);
+   changes the target meanwhile), a storage target refuses, without
+   ``--force``, when a connected NVMe-oF host's reconnect settings, as
+   Cinder recorded them (:mod:`host_settings`), are unknown or would not
+   ride out :func:`reconnect.window` (60 s with the default
+   ``--timeout``); the refusal names each such host;
+3. the live config is saved to ``--saved-config`` and its objects are
+   listed (:mod:`target_inventory`);
 4. the running target gets SIGTERM (SIGKILL after ``--timeout``);
 5. the new binary starts with the same arguments, ``--json`` the saved
    config, on the same sockets; QEMU and the NVMe-oF hosts reconnect;
@@ -43,6 +44,8 @@ import sys
 import time
 
 from os_brick_connector import exception as exc
+from os_brick_connector import host_settings
+from os_brick_connector import reconnect
 from os_brick_connector import saved_config
 from os_brick_connector import spdk_rpc
 from os_brick_connector import spdk_version
@@ -132,7 +135,7 @@ class Target(object):
         _signal(pid, signal.SIGTERM)
         if not _wait_gone(pid, timeout, self.process):
             _signal(pid, signal.SIGKILL)
-            _wait_gone(pid, 10, self.process)
+            _wait_gone(pid, reconnect.KILL_WAIT, self.process)
 
     def start(self, tree):
         """Start ``tree``'s application with the target's arguments."""
@@ -193,7 +196,8 @@ class Upgrade(object):
     """One upgrade of the target on ``rpc_socket``; see the module doc."""
 
     def __init__(self, rpc_socket, saved, new_tree, pid=None,
-                 timeout=30.0, force=False, log_path=None, say=print):
+                 timeout=reconnect.UPGRADE_TIMEOUT, force=False,
+                 log_path=None, say=print):
         self.rpc_socket = rpc_socket
         self.saved = saved
         self.new_tree = new_tree
@@ -228,8 +232,8 @@ class Upgrade(object):
                 'cannot load a newer one\'s saved config, so a downgrade '
                 'is refused; nothing was stopped' % (
                     spdk_version.label(new), old))
-        self._check_hosts()
         with saved_config.file_lock(self.saved):
+            self._check_hosts()
             doc = saved_config.replay_order(self.client.save_config())
             saved_config.write_atomic(self.saved, doc)
             before = target_inventory.take(self.client)
@@ -258,25 +262,33 @@ class Upgrade(object):
                              'previous binary runs again' % problem)
 
     def _check_hosts(self):
-        if self.target.app not in STORAGE_APPS:
+        """Refuse connected hosts that may not ride out the window.
+
+        Called under the saved config's lock, so no host is admitted
+        (and recorded) meanwhile.
+        """
+        if self.target.app not in STORAGE_APPS or self.force:
             return
-        hosts = target_inventory.connected_hosts(self.client)
-        if not hosts or self.force:
+        connected = target_inventory.connected_hosts(self.client)
+        problems = host_problems(connected, host_settings.read(self.saved),
+                                 self.window())
+        if not problems:
+            if connected:
+                self.say('every connected NVMe-oF host rides out %d s'
+                         % self.window())
             return
         raise UpgradeError(
-            'hosts are connected over NVMe-oF (%s): their reconnect '
-            'settings cannot be read from here. Check on each that '
+            'NVMe-oF hosts connected whose reconnect settings would not '
+            'ride out the %d s this upgrade may keep the target away '
+            '(--timeout %g): %s. Their guests would see I/O errors. Set '
             'nvme_fast_io_fail_timeout_sec and nvme_ctrlr_loss_timeout_sec '
-            '(the bdev_nvme_attach_controller entries of its saved '
-            'config) exceed %d s, then run again with --force; nothing '
-            'was stopped' % (
-                '; '.join('%s: %s' % (n, ', '.join(h))
-                          for n, h in sorted(hosts.items())),
-                self.window()))
+            'on those hosts and attach their volumes again, or run with a '
+            'smaller --timeout, or with --force; nothing was stopped' % (
+                self.window(), self.timeout, '; '.join(problems)))
 
     def window(self):
         """Longest time the target may be away, rollback included."""
-        return int(3 * self.timeout + 10)
+        return reconnect.window(self.timeout)
 
     def _bring_up(self, tree, before):
         """Start ``tree``; None once it lists ``before``, else why not."""
@@ -304,6 +316,27 @@ class Upgrade(object):
                                                 '; '.join(problems))
 
 
+def host_problems(connected, recorded, window):
+    """Each connected host that may not ride out ``window``, in words.
+
+    ``connected`` is ``{subsystem: [host NQN]}`` (who is connected now),
+    ``recorded`` what :func:`host_settings.read` returns.
+    """
+    problems = {}
+    for subsystem, hosts in sorted(connected.items()):
+        for host in hosts:
+            settings = host_settings.settings_of(recorded, host, subsystem)
+            if settings is None:
+                why = 'settings unknown'
+            else:
+                why = reconnect.shortfall(settings, window)
+            if why:
+                problems.setdefault(host, []).append(
+                    '%s on %s' % (why, subsystem))
+    return ['%s (%s)' % (host, ', '.join(whys))
+            for host, whys in sorted(problems.items())]
+
+
 def _count(inventory):
     return ', '.join('%d %s' % (len(v), k) for k, v in inventory.items())
 
@@ -323,14 +356,19 @@ def parse_args(argv):
     parser.add_argument('--pid', type=int,
                         help='the target (default: who listens on '
                              '--rpc-socket)')
-    parser.add_argument('--timeout', type=float, default=30.0,
+    parser.add_argument('--timeout', type=float,
+                        default=reconnect.UPGRADE_TIMEOUT,
                         help='seconds for the stop and for the new target '
-                             'to list every object')
+                             'to list every object (default %%(default)s); '
+                             'a failed upgrade keeps a storage target away '
+                             'up to 4 * TIMEOUT + %d s, which connected '
+                             'hosts must ride out' % (2 * reconnect.KILL_WAIT))
     parser.add_argument('--log', help='output of the new target '
                                       '(default: <saved config>.log)')
     parser.add_argument('--force', action='store_true',
-                        help='upgrade a storage target with hosts '
-                             'connected')
+                        help='upgrade a storage target even with hosts '
+                             'connected whose reconnect settings are '
+                             'unknown or too short')
     return parser.parse_args(argv)
 
 

@@ -23,6 +23,7 @@ from oslo_log import log
 
 from os_brick_connector import connector_errors as errors
 from os_brick_connector import nvme_auth
+from os_brick_connector import reconnect
 from os_brick_connector import saved_config
 
 LOG = log.getLogger(__name__)
@@ -210,38 +211,44 @@ def check_conf(conf):
     if problem:
         raise _conf_error('spdk_saved_config', conf.spdk_saved_config,
                           problem)
-    _check_nvme_timeouts(conf.nvme_ctrlr_loss_timeout_sec,
-                         conf.nvme_reconnect_delay_sec,
-                         conf.nvme_fast_io_fail_timeout_sec)
+    _check_nvme_timeouts(conf)
 
 
-def _check_nvme_timeouts(loss, delay, fast_fail):
+#: The option that sets each reconnect setting.
+NVME_OPTIONS = {reconnect.LOSS: 'nvme_ctrlr_loss_timeout_sec',
+                reconnect.DELAY: 'nvme_reconnect_delay_sec',
+                reconnect.FAST_FAIL: 'nvme_fast_io_fail_timeout_sec'}
+
+
+# Settings already warned about: once per process, not per attachment.
+_WARNED = set()
+
+
+def _check_nvme_timeouts(conf):
     """SPDK's own rules for the three, else every remote attach fails.
 
-    ``bdev_nvme_attach_controller`` refuses (-22) a reconnect delay of 0
-    unless the loss timeout is 0 too, a delay above either timeout, and a
-    fast-fail timeout above the loss timeout (bdev_nvme.c, v26.05).
+    A combination that SPDK accepts but that would not ride out a
+    storage target upgrade of the default window only gets a warning:
+    the upgrade command refuses such a host, naming it.
     """
-    if loss == 0:
-        if delay or fast_fail:
-            raise _conf_error('nvme_ctrlr_loss_timeout_sec', loss,
-                              'is 0 (never reconnect), so '
-                              'nvme_reconnect_delay_sec and '
-                              'nvme_fast_io_fail_timeout_sec must be 0 too')
-        return
-    if delay == 0:
-        raise _conf_error('nvme_reconnect_delay_sec', delay,
-                          'must be above 0 when nvme_ctrlr_loss_timeout_sec '
-                          'is not 0')
-    if loss != -1 and delay > loss:
-        raise _conf_error('nvme_reconnect_delay_sec', delay,
-                          'exceeds nvme_ctrlr_loss_timeout_sec (%d)' % loss)
-    if loss != -1 and fast_fail > loss:
-        raise _conf_error('nvme_fast_io_fail_timeout_sec', fast_fail,
-                          'exceeds nvme_ctrlr_loss_timeout_sec (%d)' % loss)
-    if fast_fail and fast_fail < delay:
-        raise _conf_error('nvme_fast_io_fail_timeout_sec', fast_fail,
-                          'is below nvme_reconnect_delay_sec (%d)' % delay)
+    settings = reconnect.from_conf(conf)
+    try:
+        reconnect.check(settings, NVME_OPTIONS)
+    except reconnect.Invalid as err:
+        field = err.field
+        raise _conf_error(NVME_OPTIONS[field], settings[field],
+                          str(err)) from None
+    window = reconnect.window()
+    short = reconnect.shortfall(settings, window)
+    key = tuple(sorted(settings.items()))
+    if short and key not in _WARNED:
+        _WARNED.add(key)
+        LOG.warning('[spdk_vhost] nvme_* reconnect settings do not ride '
+                    'out a storage target upgrade (%(window)d s with '
+                    'spdk-vhost-upgrade\'s default --timeout): %(short)s. '
+                    'Guests of remote volumes would see I/O errors, and '
+                    'the command refuses to upgrade a target this host '
+                    'is connected to.', {'window': window, 'short': short})
 
 
 def _check_abs_path(option, path):

@@ -82,8 +82,13 @@ class TestHostIdentity(base.TestCase):
         self.cfg.config(group='spdk_vhost', host_nqn='nqn.x:h',
                         target_id='t1')
         client = CountingClient()
+        self.cfg.config(group='spdk_vhost', nvme_ctrlr_loss_timeout_sec=-1,
+                        nvme_fast_io_fail_timeout_sec=0)
         self.assertEqual(
-            {'spdk_target_id': 't1', 'nqn': 'nqn.x:h'},
+            {'spdk_target_id': 't1', 'nqn': 'nqn.x:h',
+             'spdk_nvme_reconnect': {'ctrlr_loss_timeout_sec': -1,
+                                     'reconnect_delay_sec': 2,
+                                     'fast_io_fail_timeout_sec': 0}},
             host_identity.connector_properties(self.conf, client))
         self.assertEqual([], client.calls)
 

@@ -233,10 +233,15 @@ class TestVolumeConnector(DriverTestCase):
         raise spdk_exception.TargetUnreachable(method, message='no target')
 
     def test_only_what_cinder_reads_and_no_rpc(self):
-        # Cinder's driver reads spdk_target_id and nqn; neither needs the
-        # target, so a target that is down changes nothing.
+        # Cinder's driver reads spdk_target_id, nqn and the reconnect
+        # settings; none needs the target, so a target that is down
+        # changes nothing.
         self.assertEqual({'host': 'cmp1', 'ip': '192.0.2.5',
-                          'spdk_target_id': 't1', 'nqn': HOST_NQN},
+                          'spdk_target_id': 't1', 'nqn': HOST_NQN,
+                          'spdk_nvme_reconnect': {
+                              'ctrlr_loss_timeout_sec': 120,
+                              'reconnect_delay_sec': 2,
+                              'fast_io_fail_timeout_sec': 70}},
                          self.driver.get_volume_connector(None))
         self.assertEqual([], self.rpcs)
         self.assertEqual('', self.log.output)

@@ -1,5 +1,6 @@
 """Start-time option checks of the connector and the Nova driver."""
 
+import fixtures
 from nova import exception as nova_exc
 from oslo_config import fixture as config_fixture
 
@@ -83,4 +84,18 @@ class TestInitHost(base.TestCase):
             driver.LibvirtVhostUserDriver._check_spdk_options()
 
     def test_defaults_pass(self):
+        logger = self.useFixture(fixtures.FakeLogger())
         driver.LibvirtVhostUserDriver._check_spdk_options()
+        self.assertNotIn('upgrade', logger.output)
+
+    def test_settings_short_of_an_upgrade_warned_once(self):
+        logger = self.useFixture(fixtures.FakeLogger())
+        self.useFixture(fixtures.MonkeyPatch(
+            'os_brick_connector.validation._WARNED', set()))
+        self.conf.config(group='spdk_vhost', nvme_ctrlr_loss_timeout_sec=60,
+                         nvme_fast_io_fail_timeout_sec=10)
+        driver.LibvirtVhostUserDriver._check_spdk_options()
+        driver.LibvirtVhostUserDriver._check_spdk_options()
+        self.assertEqual(1, logger.output.count(
+            'do not ride out a storage target upgrade (60 s'))
+        self.assertIn('fast_io_fail_timeout_sec 10 < 62 s', logger.output)
