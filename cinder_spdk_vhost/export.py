@@ -10,6 +10,8 @@ proves itself with a second one, ``dhchap_ctrlr_key`` (see
 :mod:`nvme_auth`).
 SPDK does not stop an lvol in use from being deleted, so
 :meth:`NvmfExport.users` lets the driver refuse that itself.
+Each admitted host's NVMe-oF reconnect settings, from its connector
+properties, are recorded for ``spdk-vhost-upgrade`` (:mod:`host_settings`).
 """
 
 import contextlib
@@ -21,7 +23,9 @@ from oslo_log import log
 
 from cinder_spdk_vhost import target_rpcs
 from os_brick_connector import exception as rpc_exc
+from os_brick_connector import host_settings
 from os_brick_connector import nvme_auth
+from os_brick_connector import reconnect
 from os_brick_connector import volume_bdev
 
 LOG = log.getLogger(__name__)
@@ -54,6 +58,7 @@ class NvmfExport(object):
 
     def __init__(self, client, conf):
         self.client = client
+        self._conf = conf
         # spdk_nvmf_transport = none: local attachments only, and a target
         # that may lack the nvmf_* RPCs (an SPDK vhost application).
         self.enabled = target_rpcs.exports(conf)
@@ -146,13 +151,17 @@ class NvmfExport(object):
         self._listen(nqn)
         return {'hosts': [], 'namespaces': [{'nsid': ns_id}]}
 
-    def export(self, volume_name, lvol, host_nqn, rollback, rekey=True):
+    def export(self, volume_name, lvol, host_nqn, rollback, rekey=True,
+               connector=None):
         """Admit ``host_nqn`` to the volume's subsystem; return the data.
 
         Only what this call created is registered with ``rollback``.
         ``rekey`` False keeps an admitted host's DH-HMAC-CHAP secrets: a
         guest of that host still uses the connection they opened (a
         multiattach volume), and the host reuses it for this attachment.
+        A host admitted now connects anew, with the reconnect settings
+        its ``connector`` reports: they are recorded first (not for the
+        driver's own one-off hosts, which have no connector).
         """
         self.require('Attaching a volume to another host')
         nqn = self.nqn(volume_name)
@@ -170,8 +179,37 @@ class NvmfExport(object):
                 'adrfam': self.adrfam, 'host_nqn': host_nqn,
                 'ns_id': (sub.get('namespaces') or [{'nsid': 1}])[0]['nsid']}
         if not admitted:
+            if connector is not None:
+                self._record(nqn, host_nqn, connector, rollback)
             data.update(self._add_host(nqn, host_nqn, rollback))
         return data
+
+    @property
+    def _saved(self):
+        """The saved config the host settings are kept beside."""
+        return self._conf.spdk_saved_config
+
+    def _record(self, nqn, host_nqn, connector, rollback):
+        """Record the host's reconnect settings (unknown: none) for nqn.
+
+        A record that cannot be written only leaves the host unknown,
+        which the upgrade command refuses naming it: not worth failing
+        an attachment over.
+        """
+        before = self._put(nqn, host_nqn,
+                           reported_settings(connector, host_nqn))
+        rollback.add('restore the reconnect settings of %s' % host_nqn,
+                     self._put, nqn, host_nqn, before)
+
+    def _put(self, nqn, host_nqn, settings):
+        """Record ``settings``; what was recorded before (None: nothing)."""
+        try:
+            return host_settings.record(self._saved, host_nqn, nqn,
+                                        settings)
+        except OSError as err:
+            LOG.warning('Cannot record the NVMe-oF reconnect settings of '
+                        '%(host)s: %(err)s', {'host': host_nqn, 'err': err})
+            return None
 
     def _add_host(self, nqn, host_nqn, rollback):
         """Admit the host, with fresh keys if auth is on; the key data.
@@ -217,6 +255,12 @@ class NvmfExport(object):
             if self.auth == 'dhchap':
                 for name in _key_names(nqn, host):
                     nvme_auth.unregister(self.client, self.key_dir, name)
+        try:
+            host_settings.forget(self._saved, nqn, leaving)
+        except OSError as err:
+            LOG.warning('Cannot forget the NVMe-oF reconnect settings of '
+                        '%(hosts)s: %(err)s',
+                        {'hosts': ', '.join(leaving), 'err': err})
         if not set(hosts) - set(leaving):
             self.delete(nqn)
 
@@ -253,6 +297,24 @@ def host_attachments(volume, host_nqn, statuses=LIVE):
     return [att for att in volume.volume_attachment
             if att.attach_status in statuses and
             (att.connector or {}).get('nqn') == host_nqn]
+
+
+def reported_settings(connector, host_nqn=None):
+    """The reconnect settings ``connector`` reports, or None (unknown).
+
+    A compute host of an older release reports none; malformed ones are
+    logged and count as none.
+    """
+    value = (connector or {}).get(reconnect.KEY)
+    if value is None:
+        return None
+    try:
+        return reconnect.check(value)
+    except reconnect.Invalid as err:
+        LOG.warning('Host %(host)s reported unusable NVMe-oF reconnect '
+                    'settings (%(key)s: %(err)s): recorded as unknown',
+                    {'host': host_nqn, 'key': reconnect.KEY, 'err': err})
+        return None
 
 
 def require_host_nqn(connector):
