@@ -30,9 +30,11 @@ from oslo_concurrency import processutils
 from oslo_log import log
 
 from cinder_spdk_vhost import errors
+from cinder_spdk_vhost import image_ops
 from cinder_spdk_vhost import images
 from cinder_spdk_vhost import locks
 from cinder_spdk_vhost import lvols
+from cinder_spdk_vhost import operation
 from cinder_spdk_vhost import rollback
 
 LOG = log.getLogger(__name__)
@@ -71,21 +73,27 @@ def local_connection(path):
     return {'driver_volume_type': 'local', 'data': {'device_path': path}}
 
 
-class BackupMixin(object):
+class Backups(object):
     """Staged connections for cinder-backup, for volumes and snapshots."""
 
+    def __init__(self, pools):
+        self.pools = pools
+        self.client = pools.client
+        self.conf = pools.conf
+        self.exporter = pools.exporter
+
     def _backup_path(self, kind, obj_id):
-        return os.path.join(self._staging_dir(),
+        return os.path.join(image_ops.staging_dir(self.conf),
                             'backup-%s-%s.raw' % (kind, obj_id))
 
-    def _stage_volume(self, volume, kind):
+    def stage_volume(self, volume, kind):
         """Make the file cinder-backup reads (backup) or writes (restore)."""
         path = self._backup_path('volume', volume.id)
         with locks.locked(locks.vlock(volume.id)), \
                 errors.translated('stage volume %s for %s'
                                   % (volume.id, kind)), \
                 rollback.Cleanup('stage volume %s' % volume.id) as tmp:
-            lvol = self._get(volume)
+            lvol = self.pools.get(volume)
             self._new_file(path, lvol.size_bytes)
             try:
                 if kind == 'backup':
@@ -109,10 +117,10 @@ class BackupMixin(object):
     def _copy_out(self, source, lvol, path, obj_id):
         info = images.export_to_file(
             self.client, source, lvol, path, lvols.temp_name('bk', obj_id),
-            self.configuration.spdk_image_copy_timeout)
+            self.conf.spdk_image_copy_timeout)
         LOG.debug('Staged %(src)s: %(info)s', {'src': source, 'info': info})
 
-    def _unstage_volume(self, volume, kind):
+    def unstage_volume(self, volume, kind):
         """Drop the file; for a restore, first write it into the volume."""
         path = self._backup_path('volume', volume.id)
         if not os.path.exists(path):
@@ -120,20 +128,19 @@ class BackupMixin(object):
             return
         try:
             if kind == 'restore':
-                self._restore_from(volume, path)
+                self.restore_from(volume, path)
         finally:
             images.remove_file(path)
 
-    def _restore_from(self, volume, path):
+    def restore_from(self, volume, path):
         """A new lvol with the file's data extents replaces the volume's."""
-        limits = self._limits(volume.volume_type_id, volume.size)
-        with locks.locked(locks.vlock(volume.id)), \
-                errors.translated('restore volume %s' % volume.id), \
-                rollback.Rollback('restore volume %s' % volume.id) as rb:
+        limits = self.pools.limits(volume.volume_type_id, volume.size)
+        with operation.running('restore volume %s' % volume.id,
+                               locks.vlock(volume.id)) as rb:
             self.exporter.require('Restoring a backup (spdk_dd reaches the '
                                   'lvol over NVMe/TCP)')
-            old = self._get(volume)
-            self._refuse_if_exported(old, volume)
+            old = self.pools.get(volume)
+            self.pools.refuse_if_exported(old, volume)
             # cinder-backup opened it with O_TRUNC and may have skipped
             # trailing zeros: back to the volume's size, still sparse.
             size = os.path.getsize(path)
@@ -146,25 +153,20 @@ class BackupMixin(object):
             store = self.client.bdev_lvol_get_lvstores(lvs_name=old.lvs)[0]
             images.pad(path, store['cluster_size'])
             alias = images.import_file(
-                self.client, self.exporter, self.configuration, path,
+                self.client, self.exporter, self.conf, path,
                 old.lvs, lvols.temp_name('restore', volume.id), volume.id,
                 store['cluster_size'], rb)
-            alias = self._replace(old, alias, volume, limits, rb, 'restored')
-            if not self.configuration.spdk_thin_provision:
+            alias = self.pools.replace(old, alias, volume, limits, rb,
+                                       'restored')
+            if not self.conf.spdk_thin_provision:
                 self.client.bdev_lvol_inflate(alias)
         with errors.translated('clean up after restore'):
-            self._release_parent(old.lvs, old.base_snapshot)
+            self.pools.release_parent(old.lvs, old.base_snapshot)
         LOG.info('Volume %s restored from its staged file', volume.id)
 
     # -- snapshots (backup of an in-use volume) ---------------------------
 
-    def create_export_snapshot(self, context, snapshot, connector):
-        """Nothing to export: see initialize_connection_snapshot."""
-
-    def remove_export_snapshot(self, context, snapshot):
-        """Nothing exported: see terminate_connection_snapshot."""
-
-    def initialize_connection_snapshot(self, snapshot, connector, **kwargs):
+    def stage_snapshot(self, snapshot, connector):
         """Stage the snapshot's data as a raw file for cinder-backup.
 
         A snapshot of a volume made from another snapshot (or an image)
@@ -178,7 +180,7 @@ class BackupMixin(object):
         with locks.locked(locks.slock(snapshot.name)), \
                 errors.translated('stage snapshot %s' % snapshot.id), \
                 rollback.Cleanup('stage snapshot %s' % snapshot.id) as tmp:
-            snap = self._get_snapshot(snapshot)
+            snap = self.pools.get_snapshot(snapshot)
             self._new_file(path, snap.size_bytes)
             try:
                 source = snap.alias
@@ -195,5 +197,5 @@ class BackupMixin(object):
                  {'snap': snapshot.id, 'path': path})
         return local_connection(path)
 
-    def terminate_connection_snapshot(self, snapshot, connector, **kwargs):
+    def unstage_snapshot(self, snapshot):
         images.remove_file(self._backup_path('snapshot', snapshot.id))

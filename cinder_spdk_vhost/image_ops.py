@@ -1,7 +1,7 @@
 """The driver's image methods: to and from Glance, and the image cache.
 
-A mixin of :class:`cinder_spdk_vhost.driver.SpdkVhostDriver`, kept apart
-so the driver module stays about volumes. Cinder's own
+:class:`cinder_spdk_vhost.driver.SpdkVhostDriver` delegates to one
+:class:`ImageOps`, so the driver module stays about volumes. Cinder's own
 ``cinder.image.image_utils`` fetches and converts (format checks,
 ``disk_format``/``container_format``, virtual size against volume size)
 and uploads; :mod:`cinder_spdk_vhost.images` moves the bytes between the
@@ -20,20 +20,29 @@ from cinder_spdk_vhost import image_cache
 from cinder_spdk_vhost import images
 from cinder_spdk_vhost import locks
 from cinder_spdk_vhost import lvols
+from cinder_spdk_vhost import operation
 from cinder_spdk_vhost import rollback
 
 LOG = log.getLogger(__name__)
 CONF = cfg.CONF
 
 
-class ImageMixin(object):
+def staging_dir(conf):
+    """Where raw image and backup files are written on this host."""
+    return conf.spdk_image_staging_dir or CONF.image_conversion_dir
+
+
+class ImageOps(object):
     """copy_image_to_volume, copy_volume_to_image and clone_image."""
 
-    @property
-    def image_cache(self):
-        return image_cache.ImageCache(self.client, self.configuration)
+    def __init__(self, pools):
+        self.pools = pools
+        self.client = pools.client
+        self.conf = pools.conf
+        self.exporter = pools.exporter
+        self.image_cache = pools.image_cache
 
-    def _sweep_scratch(self):
+    def sweep_scratch(self):
         """Remove scratch exports, lvols and aio bdevs of broken transfers.
 
         Exports before the lvols they hold; clones before snapshots, so
@@ -45,7 +54,7 @@ class ImageMixin(object):
                 LOG.warning('Deleting NVMe-oF subsystem %s, left by an '
                             'interrupted image transfer', sub['nqn'])
                 self.exporter.unexport(name, None)
-        for lvs in self.lvstores:
+        for lvs in self.pools.lvstores:
             items = self.client.bdev_lvol_get_lvols(lvs_name=lvs)
             scratch = sorted(
                 (item for item in items if lvols.is_temp(item['name'])),
@@ -61,9 +70,8 @@ class ImageMixin(object):
                             'image transfer', bdev['name'])
                 images.delete_aio(self.client, bdev['name'])
 
-    def _staging_dir(self):
-        return (self.configuration.spdk_image_staging_dir or
-                CONF.image_conversion_dir)
+    def staging_dir(self):
+        return staging_dir(self.conf)
 
     def _import_image(self, context, image_service, image_id, volume, lvs,
                       lvol_name, rb, disable_sparse=False):
@@ -74,33 +82,32 @@ class ImageMixin(object):
         self.exporter.require('Writing an image into a volume (spdk_dd '
                               'reaches the lvol over NVMe/TCP)')
         store = self.client.bdev_lvol_get_lvstores(lvs_name=lvs)[0]
-        with images.staging_file(self._staging_dir(),
+        with images.staging_file(self.staging_dir(),
                                  'image-%s-' % image_id) as path:
             image_utils.fetch_to_raw(
                 context, image_service, image_id, path,
-                self.configuration.volume_dd_blocksize, size=volume.size,
+                self.conf.volume_dd_blocksize, size=volume.size,
                 run_as_root=False, disable_sparse=disable_sparse)
             images.pad(path, store['cluster_size'])
             return images.import_file(
-                self.client, self.exporter, self.configuration, path, lvs,
+                self.client, self.exporter, self.conf, path, lvs,
                 lvol_name, volume.id, store['cluster_size'], rb)
 
     def copy_image_to_volume(self, context, volume, image_service, image_id,
                              disable_sparse=False):
         """Replace the volume's (new, empty) lvol by the imported image."""
-        limits = self._limits(volume.volume_type_id, volume.size)
-        with locks.locked(locks.vlock(volume.id)), \
-                errors.translated('copy image %s to volume %s'
-                                  % (image_id, volume.id)), \
-                rollback.Rollback('image to volume %s' % volume.id) as rb:
-            old = self._get(volume)
-            self._refuse_if_exported(old, volume)
+        limits = self.pools.limits(volume.volume_type_id, volume.size)
+        with operation.running('copy image %s to volume %s'
+                               % (image_id, volume.id),
+                               locks.vlock(volume.id)) as rb:
+            old = self.pools.get(volume)
+            self.pools.refuse_if_exported(old, volume)
             alias = self._import_image(
                 context, image_service, image_id, volume, old.lvs,
                 lvols.temp_name('import', volume.id), rb, disable_sparse)
-            alias = self._replace(old, alias, volume, limits, rb,
-                                  'imported')
-            if not self.configuration.spdk_thin_provision:
+            alias = self.pools.replace(old, alias, volume, limits, rb,
+                                       'imported')
+            if not self.conf.spdk_thin_provision:
                 self.client.bdev_lvol_inflate(alias)
 
     def copy_volume_to_image(self, context, volume, image_service,
@@ -110,19 +117,19 @@ class ImageMixin(object):
         The volume's lock is held only while the target copies, not for
         the conversion and upload.
         """
-        with images.staging_file(self._staging_dir(),
+        with images.staging_file(self.staging_dir(),
                                  'volume-%s-' % volume.id) as path:
             with locks.locked(locks.vlock(volume.id)), \
                     errors.translated('copy volume %s to an image'
                                       % volume.id), \
                     rollback.Cleanup('export volume %s' % volume.id) as tmp:
-                lvol = self._get(volume)
+                lvol = self.pools.get(volume)
                 source = images.flat_source(self.client, lvol, volume.id,
                                             tmp)
                 images.export_to_file(
                     self.client, source, lvol, path,
                     lvols.temp_name('out', volume.id),
-                    self.configuration.spdk_image_copy_timeout)
+                    self.conf.spdk_image_copy_timeout)
             volume_utils.upload_volume(context, image_service, image_meta,
                                        path, volume, run_as_root=False)
 
@@ -136,14 +143,14 @@ class ImageMixin(object):
         """
         if not self.image_cache.enabled:
             return None, False
-        limits = self._limits(volume.volume_type_id, volume.size)
-        lvs = self._pool(volume)
+        limits = self.pools.limits(volume.volume_type_id, volume.size)
+        lvs = self.pools.pool(volume)
         name = image_cache.base_name(image_meta)
         base_alias = lvols.alias(lvs, name)
-        with locks.locked(locks.vlock(volume.id), locks.block(name)), \
-                errors.translated('volume %s from cached image %s'
-                                  % (volume.id, image_meta['id'])), \
-                rollback.Rollback('create volume %s' % volume.id) as rb:
+        with operation.running('volume %s from cached image %s'
+                               % (volume.id, image_meta['id']),
+                               locks.vlock(volume.id),
+                               locks.block(name)) as rb:
             base = lvols.get(self.client, base_alias)
             if base is None:
                 size = (image_meta.get('virtual_size') or
@@ -160,6 +167,6 @@ class ImageMixin(object):
                     image_id=image_meta['id'],
                     reason='image needs %d bytes, volume has %d GiB'
                            % (base.size_bytes, volume.size))
-            alias = self._clone(base_alias, volume, rb)
-            self._finish(alias, volume, limits)
+            alias = self.pools.clone(base_alias, volume, rb)
+            self.pools.finish(alias, volume, limits)
         return None, True

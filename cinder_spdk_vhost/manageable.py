@@ -13,8 +13,17 @@ deletes behind its back.
 
 import math
 
+from cinder import exception
+from cinder.volume import volume_utils
+from oslo_log import log
+
+from cinder_spdk_vhost import errors
 from cinder_spdk_vhost import image_cache
+from cinder_spdk_vhost import locks
 from cinder_spdk_vhost import lvols
+from cinder_spdk_vhost import operation
+
+LOG = log.getLogger(__name__)
 
 # What unmanage renames an lvol to: not mistaken for a Cinder object,
 # and safe to manage again.
@@ -101,3 +110,149 @@ def first_volume_below(lvol, by_alias):
                 return clone
             todo.append(clone)
     return None
+
+
+class Manager(object):
+    """The driver's manage, unmanage and manageable-list methods."""
+
+    def __init__(self, pools):
+        self.pools = pools
+        self.client = pools.client
+        self.exporter = pools.exporter
+
+    def _lvol_from_ref(self, existing_ref):
+        """The lvol ``existing_ref`` names, if Cinder may adopt it."""
+        lvstores = self.pools.lvstores
+        if 'source-id' in existing_ref:
+            lvol = lvols.get(self.client, existing_ref['source-id'])
+        elif 'source-name' in existing_ref:
+            lvs, _sep, name = existing_ref['source-name'].rpartition('/')
+            lvol = lvols.find(self.client, name, [lvs] if lvs else lvstores)
+        else:
+            raise exception.ManageExistingInvalidReference(
+                existing_ref=existing_ref,
+                reason='give source-name (lvstore/lvol) or source-id')
+        reason = None
+        if lvol is None:
+            reason = 'no such lvol'
+        elif lvol.lvs not in lvstores:
+            reason = 'lvol store %s is not managed here' % lvol.lvs
+        else:
+            reason = own_lvol_reason(lvol.name)
+        if reason:
+            raise exception.ManageExistingInvalidReference(
+                existing_ref=existing_ref, reason=reason)
+        return lvol
+
+    def _volume_from_ref(self, existing_ref):
+        lvol = self._lvol_from_ref(existing_ref)
+        if lvol.is_snapshot:
+            raise exception.ManageExistingInvalidReference(
+                existing_ref=existing_ref,
+                reason='lvol %s is a snapshot' % lvol.alias)
+        return lvol
+
+    def _snapshot_from_ref(self, snapshot, existing_ref):
+        """The snapshot lvol named, which the snapshot's volume reads."""
+        snap = self._lvol_from_ref(existing_ref)
+        lvol = self.pools.get(snapshot.volume)
+        if snap.lvs != lvol.lvs or snap.name not in self._chain(lvol):
+            raise exception.ManageExistingInvalidReference(
+                existing_ref=existing_ref,
+                reason='lvol %s is not a snapshot of volume %s (%s)'
+                       % (snap.alias, snapshot.volume_id, lvol.alias))
+        return snap
+
+    def _chain(self, lvol):
+        """Names of the snapshots ``lvol`` reads from, nearest first."""
+        names = []
+        while lvol is not None and lvol.base_snapshot:
+            names.append(lvol.base_snapshot)
+            lvol = lvols.get(self.client,
+                             lvols.alias(lvol.lvs, lvol.base_snapshot))
+        return names
+
+    def manage_existing_get_size(self, volume, existing_ref):
+        """Size in whole GiB, rounded up; manage grows the lvol to it."""
+        with errors.translated('size of %s' % existing_ref):
+            return size_gb(self._volume_from_ref(existing_ref))
+
+    def manage_existing(self, volume, existing_ref):
+        """Rename the lvol after the volume, grow it to whole GiB, QoS."""
+        limits = self.pools.limits(volume.volume_type_id, volume.size)
+        with operation.running('manage %s' % existing_ref,
+                               locks.vlock(volume.id)) as rb:
+            lvol = self._volume_from_ref(existing_ref)
+            if self.exporter.users(lvol):
+                raise exception.ManageExistingInvalidReference(
+                    existing_ref=existing_ref,
+                    reason='lvol %s is exported' % lvol.alias)
+            alias = lvol.alias
+            if lvol.name != volume.name:
+                alias = self.pools.rename(lvol.alias, volume.name, rb)
+            self.pools.finish(alias, volume, limits)
+
+    def unmanage(self, volume):
+        """Keep the lvol, renamed so it is not mistaken for a volume."""
+        with operation.running('unmanage volume %s' % volume.id,
+                               locks.vlock(volume.id)):
+            lvol = self.pools.find(volume)
+            if lvol is not None:
+                self.client.bdev_lvol_rename(
+                    lvol.alias, UNMANAGED_PREFIX + volume.name)
+
+    def manage_existing_snapshot_get_size(self, snapshot, existing_ref):
+        """Size in whole GiB of a snapshot lvol of the snapshot's volume."""
+        with errors.translated('size of %s' % existing_ref):
+            return size_gb(self._snapshot_from_ref(snapshot, existing_ref))
+
+    def manage_existing_snapshot(self, snapshot, existing_ref):
+        """Adopt a snapshot lvol the volume reads, by its UUID.
+
+        SPDK cannot rename a snapshot, so the lvol keeps its name and
+        the snapshot records its UUID as ``provider_id``.
+        """
+        with operation.running('manage snapshot %s' % existing_ref,
+                               locks.vlock(snapshot.volume_id),
+                               locks.slock(snapshot.name)):
+            snap = self._snapshot_from_ref(snapshot, existing_ref)
+            if self.pools.marker(snap) is not None:
+                raise exception.ManageExistingInvalidReference(
+                    existing_ref=existing_ref,
+                    reason='lvol %s is a deleted snapshot' % snap.alias)
+        LOG.info('Snapshot %(id)s manages lvol %(alias)s',
+                 {'id': snapshot.id, 'alias': snap.alias})
+        return {'provider_id': snap.uuid}
+
+    def unmanage_snapshot(self, snapshot):
+        """Leave the snapshot lvol as it is (SPDK cannot rename it)."""
+        with errors.translated('unmanage snapshot %s' % snapshot.id):
+            snap = self.pools.find_snapshot(snapshot)
+        LOG.info('Snapshot %(id)s unmanaged; lvol %(alias)s is kept',
+                 {'id': snapshot.id, 'alias': snap and snap.alias})
+
+    def get_manageable_volumes(self, cinder_volumes, marker, limit, offset,
+                               sort_keys, sort_dirs):
+        """Every lvol that is not a snapshot, safe to manage or not."""
+        managed = {vol.name: vol.id for vol in cinder_volumes}
+        with errors.translated('list manageable volumes'):
+            entries = [
+                entry(lvol, managed, self.exporter.users(lvol))
+                for lvol in backend_lvols(self.client, self.pools.lvstores)
+                if not lvol.is_snapshot]
+        return volume_utils.paginate_entries_list(
+            entries, marker, limit, offset, sort_keys, sort_dirs)
+
+    def get_manageable_snapshots(self, cinder_snapshots, marker, limit,
+                                 offset, sort_keys, sort_dirs):
+        """Every snapshot lvol, with a volume that reads it."""
+        managed = {}
+        for snap in cinder_snapshots:
+            managed[snap.name] = snap.id
+            if snap.provider_id:
+                managed[snap.provider_id] = snap.id
+        with errors.translated('list manageable snapshots'):
+            found = backend_lvols(self.client, self.pools.lvstores)
+        entries = snapshot_entries(found, managed)
+        return volume_utils.paginate_entries_list(
+            entries, marker, limit, offset, sort_keys, sort_dirs)

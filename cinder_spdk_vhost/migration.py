@@ -15,9 +15,18 @@ with no parent. It allocates the union of the chain's allocated clusters
 """
 
 from cinder import exception
+from cinder.volume import volume_utils
+from oslo_log import log
 
+from cinder_spdk_vhost import errors
 from cinder_spdk_vhost import images
+from cinder_spdk_vhost import locks
 from cinder_spdk_vhost import lvols
+from cinder_spdk_vhost import operation
+from cinder_spdk_vhost import rollback
+from os_brick_connector import exception as rpc_exc
+
+LOG = log.getLogger(__name__)
 
 
 def chain(client, lvol):
@@ -91,3 +100,120 @@ def copy(client, lvol, volume_id, dest_lvs, timeout, rb, cleanup):
         images.wait_shallow_copy(client, started['operation_id'], source,
                                  timeout)
     return dest_alias
+
+
+class Mover(object):
+    """The driver's retype and migrate_volume: QoS in place, or a move.
+
+    Only between the lvol stores (pools) of this backend's own target;
+    anything else is left to Cinder (``False``).
+    """
+
+    def __init__(self, pools, target_id):
+        self.pools = pools
+        self.client = pools.client
+        self.conf = pools.conf
+        self.target_id = target_id
+
+    def retype(self, volume, new_type, host):
+        dest = self._destination(volume, host)
+        if dest is None:
+            return False
+        limits = self.pools.limits(new_type['id'] if new_type else None,
+                                   volume.size)
+        if dest != self.pools.pool(volume):
+            if _attached(volume):
+                LOG.info('Volume %(vol)s is attached: the driver does not '
+                         'move it to pool %(pool)s',
+                         {'vol': volume.id, 'pool': dest})
+                return False
+            return self._move(volume, dest, limits)
+        with operation.running('retype volume %s' % volume.id,
+                               locks.vlock(volume.id)) as rb:
+            self.pools.apply_qos(self.pools.get(volume).alias, limits, rb)
+        return True
+
+    def migrate_volume(self, volume, host):
+        dest = self._destination(volume, host)
+        if dest is None:
+            LOG.info('Volume %(vol)s: %(host)s is not a pool of this '
+                     'backend; left to Cinder\'s generic migration',
+                     {'vol': volume.id, 'host': host.get('host')})
+            return False
+        limits = self.pools.limits(volume.volume_type_id, volume.size)
+        return self._move(volume, dest, limits)
+
+    def _destination(self, volume, host):
+        """The lvol store of this backend ``host`` names, or None."""
+        lvstores = self.pools.lvstores
+        target = host.get('host') or ''
+        backend = volume_utils.extract_host(volume.host, 'backend')
+        pool = volume_utils.extract_host(target, 'pool')
+        if (volume_utils.extract_host(target, 'backend') != backend or
+                (pool and pool not in lvstores)):
+            return None
+        location = (host.get('capabilities') or {}).get('location_info')
+        if location and location != 'spdk_vhost:%s:%s' % (
+                self.target_id, pool or lvstores[0]):
+            return None
+        return pool or lvstores[0]
+
+    def _move(self, volume, dest, limits):
+        """Copy the volume's lvol into store ``dest``, then drop the old.
+
+        True when the volume is in ``dest`` (already, on a retry), False
+        when SPDK cannot copy it. The old lvol is deleted last; until
+        then any failure deletes the copy and leaves the volume as it
+        was.
+        """
+        what = 'migrate volume %s to %s' % (volume.id, dest)
+        with locks.locked(locks.vlock(volume.id)), errors.translated(what):
+            lvol = self.pools.get(volume)
+            if lvol.lvs == dest:
+                LOG.info('Volume %(vol)s is already in %(dest)s',
+                         {'vol': volume.id, 'dest': dest})
+                return True
+            reason = unmovable_reason(self.client, lvol)
+            if reason:
+                LOG.warning('Volume %(vol)s cannot be moved by the driver: '
+                            '%(reason)s', {'vol': volume.id,
+                                           'reason': reason})
+                return False
+            self.pools.refuse_if_exported(lvol, volume)
+            # A copy an interrupted attempt completed, never adopted.
+            self.pools.delete_lvol(lvols.alias(dest, volume.name))
+            parents = [locks.slock(item.name)
+                       for item in chain(self.client, lvol)]
+            with locks.locked(*parents), \
+                    rollback.Rollback(what) as rb, \
+                    rollback.Cleanup(what) as tmp:
+                copied = copy(self.client, lvol, volume.id, dest,
+                              self.conf.spdk_image_copy_timeout, rb, tmp)
+                alias = self.pools.rename(copied, volume.name, rb)
+                if not self.conf.spdk_thin_provision:
+                    self.client.bdev_lvol_inflate(alias)
+                self.pools.apply_qos(alias, limits)
+                self._delete_source(lvol)
+            self.pools.release_parent(lvol.lvs, lvol.base_snapshot)
+            self.pools.persist()
+        LOG.info('Volume %(vol)s moved from %(old)s to %(new)s',
+                 {'vol': volume.id, 'old': lvol.alias, 'new': alias})
+        return True
+
+    def _delete_source(self, lvol):
+        """Delete the moved volume's old lvol: the point of no return.
+
+        Raises only if it is still there, so a lost answer does not roll
+        back (delete) the only copy left.
+        """
+        try:
+            self.client.bdev_lvol_delete(lvol.alias)
+        except rpc_exc.SpdkRpcError:
+            if lvols.get(self.client, lvol.uuid) is not None:
+                raise
+            LOG.info('%s is gone although its deletion failed', lvol.alias)
+
+
+def _attached(volume):
+    return bool(volume.volume_attachment) or (
+        volume.previous_status == 'in-use')

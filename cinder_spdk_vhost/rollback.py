@@ -45,7 +45,7 @@ class Rollback(object):
         return self
 
     def __exit__(self, exc_type, exc_value, traceback):
-        if exc_type is None:
+        if exc_type is None or not self._steps:
             return False
         LOG.warning('%(what)s failed (%(err)s); rolling back',
                     {'what': self.what, 'err': exc_value})

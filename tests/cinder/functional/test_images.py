@@ -89,7 +89,7 @@ class ImageToVolumeTest(_DriverImageTest):
         path = os.path.join(self.useFixture(fixtures.TempDir()).path, 'f')
         with open(path, 'wb') as out:
             out.truncate(volume.size * 1024 * imaging.MIB)
-        self.driver._restore_from(volume, path)
+        self.driver.backups.restore_from(volume, path)
         lvol = self.rpc('bdev_get_bdevs', {'name': 'lvs0/' + volume.name})[
             0]['driver_specific']['lvol']
         self.assertEqual(0, lvol['num_allocated_clusters'])

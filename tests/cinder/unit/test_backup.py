@@ -1,4 +1,4 @@
-"""backup.BackupMixin: staged connections for cinder-backup, on FakeSpdk."""
+"""backup.Backups: staged connections for cinder-backup, on FakeSpdk."""
 
 import os
 

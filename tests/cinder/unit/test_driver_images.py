@@ -1,4 +1,4 @@
-"""The image methods of image_ops.ImageMixin, against FakeSpdk."""
+"""The image methods of image_ops.ImageOps, against FakeSpdk."""
 
 from cinder import exception
 

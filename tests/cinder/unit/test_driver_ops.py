@@ -14,6 +14,7 @@ from cinder.objects import fields
 from cinder_spdk_vhost import driver as spdk_driver
 from cinder_spdk_vhost import export
 from cinder_spdk_vhost import lvols
+from cinder_spdk_vhost import pools
 from os_brick_connector import exception as rpc_exc
 from tests.cinder import base
 from tests.cinder.unit import driver_base as dbase
@@ -140,7 +141,7 @@ class SnapshotTest(dbase.DriverTestCase):
     def test_snapshot_with_clones_is_marked_deleted_at_once(self):
         volume, snap, clones = self.snapshot_with_clones()
         marker = self.marker(snap)
-        with self.assertLogs(spdk_driver.LOG.logger, 'INFO') as logs:
+        with self.assertLogs(pools.LOG.logger, 'INFO') as logs:
             self.driver.delete_snapshot(snap)
         self.assertIn('marked deleted by %s/%s' % (dbase.LVS, marker),
                       logs.output[0])

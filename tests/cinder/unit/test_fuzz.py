@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from cinder_spdk_vhost import driver as spdk_driver
 from cinder_spdk_vhost import qos
 from cinder_spdk_vhost import validation
+from os_brick_connector import spdk_rpc
 from tests.cinder import base
 from tests import fuzz
 
@@ -35,10 +36,11 @@ class FuzzTest(base.CinderTestCase):
                                                   host=base.HOST)
         base.CONF.set_override('spdk_target_id', 'storage-target',
                                group=base.BACKEND)
+        self.client = fuzz.AbsentTarget()
+        self.useFixture(fixtures.MockPatchObject(
+            spdk_rpc.SpdkClient, 'from_conf',
+            side_effect=lambda conf: self.client))
         self.driver.do_setup(self.ctxt)
-        self.driver.client.close()
-        self.client = self.driver.client = fuzz.AbsentTarget()
-        self.driver.exporter.client = self.client
         self.volume = self.make_volume()
 
     def outcome(self, documented, func, *args):

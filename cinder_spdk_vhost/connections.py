@@ -1,0 +1,108 @@
+"""Attachments: the connection_info Cinder hands to the compute host.
+
+A compute host that shares the backend's SPDK target gets the lvol
+itself (``transport: local``); any other gets a per-volume NVMe-oF
+subsystem admitting its host NQN alone. The dictionary's keys are the
+wire format of doc/source/contributor/architecture.rst. cinder-backup's
+connector gets a staged raw file instead (see :mod:`backup`).
+"""
+
+from oslo_log import log
+
+from cinder_spdk_vhost import backup
+from cinder_spdk_vhost import export
+from cinder_spdk_vhost import locks
+from cinder_spdk_vhost import operation
+from cinder_spdk_vhost import validation
+
+LOG = log.getLogger(__name__)
+
+
+class Connections(object):
+    """The driver's initialize_connection and terminate_connection."""
+
+    def __init__(self, pools, backups, target_id):
+        self.pools = pools
+        self.exporter = pools.exporter
+        self.backups = backups
+        self.target_id = target_id
+
+    def _is_local(self, connector):
+        return isinstance(connector, dict) and (
+            connector.get('spdk_target_id') == self.target_id)
+
+    def initialize(self, volume, connector):
+        """The ``spdk_vhost`` connection_info (the wire format).
+
+        Connector keys read (os-brick's ``get_connector_properties()``
+        plus the SPDK vhost connector's additions):
+
+        * ``spdk_target_id``: identity of the compute host's SPDK target;
+          equal to this backend's ``spdk_target_id`` means hyperconverged,
+          and the lvol is handed over as is (``transport: local``).
+        * ``nqn``: the compute host's NVMe host NQN; the only host the
+          volume's NVMe-oF subsystem admits (required unless local).
+
+        cinder-backup's connector (no ``spdk_target_id``) for a volume
+        being backed up or restored gets a staged raw file instead
+        (os-brick's ``local`` protocol): see :mod:`backup`.
+        """
+        kind = backup.staged_kind(volume, connector)
+        if kind:
+            return self.backups.stage_volume(volume, kind)
+        validation.check_connector(connector,
+                                   need_nqn=not self._is_local(connector),
+                                   need_target_id=True)
+        access = 'ro' if self._read_only(volume) else 'rw'
+        with operation.running('attach volume %s' % volume.id,
+                               locks.vlock(volume.id)) as rb:
+            lvol = self.pools.get(volume)
+            data = {'volume_id': volume.id, 'bdev': lvol.alias,
+                    'lvol_uuid': lvol.uuid, 'access_mode': access,
+                    'block_size': lvol.block_size}
+            if self._is_local(connector):
+                data['transport'] = 'local'
+            else:
+                host_nqn = export.require_host_nqn(connector)
+                attached = export.host_attachments(volume, host_nqn,
+                                                   export.ATTACHED)
+                data.update(self.exporter.export(volume.name, lvol,
+                                                 host_nqn, rb,
+                                                 rekey=not attached))
+                self.pools.persist()
+        return {'driver_volume_type': 'spdk_vhost', 'data': data}
+
+    @staticmethod
+    def _read_only(volume):
+        if not volume.obj_attr_is_set('admin_metadata'):
+            return False
+        return volume.admin_metadata.get('readonly') == 'True'
+
+    def terminate(self, volume, connector):
+        """Drop the host from the subsystem, and the subsystem when empty.
+
+        ``connector`` None (force detach) removes every host. A host with
+        another attachment of the volume (a multiattach volume's other
+        guest there) stays admitted: True tells Cinder so.
+        """
+        kind = backup.staged_kind(volume, connector)
+        if kind:
+            return self.backups.unstage_volume(volume, kind)
+        if self._is_local(connector):
+            return
+        if connector is not None:
+            validation.check_connector(connector, need_nqn=False)
+        host_nqn = (connector or {}).get('nqn')
+        if connector and not host_nqn:
+            LOG.warning('Detaching volume %s from a connector without nqn; '
+                        'nothing to remove', volume.id)
+            return
+        with operation.running('detach volume %s' % volume.id,
+                               locks.vlock(volume.id)):
+            if host_nqn and len(export.host_attachments(volume,
+                                                        host_nqn)) > 1:
+                LOG.info('Volume %s stays exported to %s: another of its '
+                         'attachments is there', volume.id, host_nqn)
+                return True
+            self.exporter.unexport(volume.name, host_nqn)
+            self.pools.persist()

@@ -1,0 +1,25 @@
+"""The frame of every driver operation: lock, translate, roll back.
+
+Each public driver method that changes the target takes the locks of
+the objects it touches, reports SPDK failures as the Cinder exceptions
+the volume manager knows, and undoes its own changes when a later step
+fails. One context manager, so no method writes that triple by hand.
+"""
+
+import contextlib
+
+from cinder_spdk_vhost import errors
+from cinder_spdk_vhost import locks
+from cinder_spdk_vhost import rollback
+
+
+@contextlib.contextmanager
+def running(what, *lock_names):
+    """Hold ``lock_names``; yield a Rollback that runs if ``what`` fails.
+
+    The undo steps run before the error is translated, still under the
+    locks, so no other operation sees a half-made object.
+    """
+    with locks.locked(*lock_names), errors.translated(what), \
+            rollback.Rollback(what) as rb:
+        yield rb
