@@ -150,51 +150,112 @@ gt_check() {
     fi
 }
 
-# gt_writer_start DEV OFFSET LENGTH TOKEN: keep rewriting the pattern in
-# the background (for tests that act on the storage under a writing
-# guest) until gt_writer_stop. It counts into its own directory so it
-# does not clash with foreground commands' files.
+# Milliseconds since boot in GT_NOW_MS, from the monotonic /proc/uptime
+# (10 ms steps; busybox's date has no %N). No fork: the writer's loop
+# times every write with it.
+gt_now_ms() {
+    read -r up _ </proc/uptime
+    # 1${cs} - 100: the centiseconds' leading zero is not octal.
+    GT_NOW_MS=$((${up%.*} * 1000 + (1${up#*.} - 100) * 10))
+}
+
+GT_WRITERS=/tmp/gt-writer
+
+# gt_writer_start DEV OFFSET LENGTH TOKEN [BLOCKS]: keep writing the
+# pattern in the background (for tests that act on the storage under a
+# writing guest) until gt_writer_stop; one writer per disk, several may
+# run. It rewrites LENGTH bytes at OFFSET, or with BLOCKS walks through
+# that many LENGTH-byte blocks from OFFSET (wrapping around), a failed
+# write retried in place: the first "writes" blocks then hold every
+# acknowledged write, to be checked afterwards. Each writer counts into
+# its own directory, so it does not clash with foreground commands'
+# files: writes, failures and the longest time without a completed
+# write (from its start), the guest's I/O stall.
 gt_writer_start() {
-    dir=/tmp/gt-writer
+    dir=$GT_WRITERS/$1
     rm -rf "$dir"
     mkdir -p "$dir"
+    echo "0 0 0" >"$dir/count"
     (
         GT_TMP=$dir
         GT_FAILED=$dir/failed
         ok=0
         failed=0
+        max_gap=0
+        gt_now_ms
+        last=$GT_NOW_MS
         while [ ! -e "$dir/stop" ]; do
-            if gt_write "$@" >/dev/null 2>&1; then
+            at=$(($2 + ok % ${5:-1} * $3))
+            if gt_write "$1" "$at" "$3" "$4" >/dev/null 2>&1; then
                 ok=$((ok + 1))
+                gt_now_ms
+                if [ $((GT_NOW_MS - last)) -gt "$max_gap" ]; then
+                    max_gap=$((GT_NOW_MS - last))
+                fi
+                last=$GT_NOW_MS
             else
                 failed=$((failed + 1))
             fi
-            echo "$ok $failed" >"$dir/count"
+            # Whole lines only: a status never reads a half-written file.
+            echo "$ok $failed $max_gap" >"$dir/count.new"
+            mv "$dir/count.new" "$dir/count"
         done
         : >"$dir/done"
     ) </dev/null >/dev/null 2>&1 &
 }
 
-# Report the writer's progress so far: writer.writes, writer.failures.
-gt_writer_status() {
-    read -r ok failed <"/tmp/gt-writer/count" || { ok=0; failed=0; }
-    gt_result writer.writes "$ok"
-    gt_result writer.failures "$failed"
+# The directories of DEV's writer, or of every writer started; fails
+# (reported) when DEV has none.
+gt_writer_dirs() {
+    if [ -n "$1" ] && [ ! -d "$GT_WRITERS/$1" ]; then
+        gt_error "no background writer on $1"
+        return 1
+    fi
+    GT_WRITER_DIRS=
+    for dir in "$GT_WRITERS"/${1:-*}; do
+        [ -d "$dir" ] && GT_WRITER_DIRS="$GT_WRITER_DIRS $dir"
+    done
+    return 0
 }
 
-# Stop the writer (waiting up to 30 s for its last write) and report.
-gt_writer_stop() {
-    : >/tmp/gt-writer/stop
-    tries=0
-    while [ ! -e /tmp/gt-writer/done ]; do
-        tries=$((tries + 1))
-        if [ "$tries" -gt 300 ]; then
-            gt_error "background writer did not stop (I/O hung?)"
-            return 1
-        fi
-        usleep 100000
+# gt_writer_status [DEV]: report DEV's writer (default: all of them
+# together) so far: writer.writes, writer.failures, writer.max_gap_ms.
+gt_writer_status() {
+    gt_writer_dirs "$1" || return 1
+    writes=0
+    failures=0
+    gap=0
+    for dir in $GT_WRITER_DIRS; do
+        read -r ok failed max_gap 2>/dev/null <"$dir/count" || continue
+        writes=$((writes + ok))
+        failures=$((failures + failed))
+        [ "$max_gap" -gt "$gap" ] && gap=$max_gap
     done
-    gt_writer_status
+    gt_result writer.writes "$writes"
+    gt_result writer.failures "$failures"
+    gt_result writer.max_gap_ms "$gap"
+}
+
+# gt_writer_stop [DEV]: stop DEV's writer (default: all), waiting up to
+# 30 s for the last writes, and report as gt_writer_status does.
+gt_writer_stop() {
+    gt_writer_dirs "$1" || return 1
+    for dir in $GT_WRITER_DIRS; do
+        : >"$dir/stop"
+    done
+    tries=0
+    for dir in $GT_WRITER_DIRS; do
+        while [ ! -e "$dir/done" ]; do
+            tries=$((tries + 1))
+            if [ "$tries" -gt 300 ]; then
+                gt_error "background writer ${dir##*/} did not stop" \
+                    "(I/O hung?)"
+                return 1
+            fi
+            usleep 100000
+        done
+    done
+    gt_writer_status "$1"
 }
 
 gt_dump_dmesg() {

@@ -524,22 +524,37 @@ def check_pattern(dev, offset, length, token):
     return _call('gt_check', dev, offset, length, token)
 
 
-def writer_start(dev, offset, length, token):
-    """Keep rewriting a pattern in the background, until writer_stop.
+def writer_start(dev, offset, length, token, blocks=1):
+    """Keep writing a pattern in the background, until writer_stop.
 
-    For tests that restart or change the storage under a writing guest.
+    For tests that restart or change the storage under a writing guest;
+    one writer per disk, several disks may have one. It rewrites
+    ``length`` bytes at ``offset``; with ``blocks``, the next of that
+    many ``length``-byte blocks from ``offset`` each time (wrapping
+    around, a failed write retried in place), so that afterwards the
+    first ``writer.writes`` blocks hold every acknowledged write.
     """
-    return _call('gt_writer_start', dev, offset, length, token)
+    return _call('gt_writer_start', dev, offset, length, token, blocks)
 
 
-def writer_status():
-    """Reports writer.writes and writer.failures so far."""
-    return 'gt_writer_status'
+def writer_status(dev=None):
+    """Reports writer.writes, writer.failures and writer.max_gap_ms.
+
+    max_gap_ms is the longest time without a completed write since the
+    writer started (the guest's monotonic clock, 10 ms steps): the I/O
+    stall a restart or upgrade under it caused. dev: that disk's writer,
+    else all of them (counts added up, the longest gap).
+    """
+    return _call('gt_writer_status', *_dev(dev))
 
 
-def writer_stop():
-    """Stops the writer after its current write; reports its counts."""
-    return 'gt_writer_stop'
+def writer_stop(dev=None):
+    """Stops the writer(s) after the current write; reports as status."""
+    return _call('gt_writer_stop', *_dev(dev))
+
+
+def _dev(dev):
+    return (dev,) if dev else ()
 
 
 def script(*commands):
