@@ -1,31 +1,28 @@
 """The one SPDK JSON-RPC client used by Cinder, os-brick and Nova code.
 
-It wraps ``spdk.rpc.client.JSONRPCClient`` (the PyPI ``spdk`` package) but
-uses only its ``send()`` and ``recv()``: ``call()`` hides SPDK's error code
-in a formatted text, and callers must branch on that code (see
-:mod:`os_brick_connector.exception`). Three things of that client are
-worked around here:
-
-* its ``recv()`` counts the timeout in CPU time (``time.process_time()``),
-  so a target that trickles bytes or stays silent is waited on far past the
-  timeout; every socket operation is bounded by a wall-clock deadline
-  instead (:class:`_DeadlineSocket`);
-* it decodes each 4 KiB chunk alone, so a UTF-8 character split between
-  two chunks corrupts the reply; chunks are re-cut on character borders;
-* it logs requests (with their params) through a stream handler it adds
-  to its own logger on every construction; that logger is kept silent and
-  this module logs instead, with secrets masked.
+SPDK speaks JSON-RPC 2.0 over a stream socket (Unix or TCP), one JSON
+object per request and per reply, with no other framing. This client
+speaks it itself, on the standard library alone, rather than through the
+``spdk`` package's ``JSONRPCClient``: that client's ``call()`` hides
+SPDK's error code in a formatted text (callers must branch on the code,
+see :mod:`os_brick_connector.exception`), its ``recv()`` counts the
+timeout in CPU time, decodes each 4 KiB chunk alone (a UTF-8 character
+split between chunks corrupts the reply) and adds a log handler per
+construction; living with those meant overriding its private parts.
+Here every socket operation ends by one wall-clock deadline per call,
+reply bytes are decoded incrementally, and this module logs, with
+secrets masked.
 """
 
 import codecs
-import logging
+import itertools
+import json
 import select
 import socket
 import threading
 import time
 
 from oslo_log import log
-from spdk.rpc import client as spdk_client
 
 from os_brick_connector import config
 from os_brick_connector import exception as exc
@@ -35,34 +32,29 @@ from os_brick_connector import spdk_rpc_export
 LOG = log.getLogger(__name__)
 
 DEFAULT_SOCKET = '/var/tmp/spdk.sock'
+_CHUNK = 65536
 
 
 class _MalformedReply(Exception):
-    """Raised inside ``recv()``: the bytes cannot start a JSON-RPC reply."""
+    """The bytes cannot start a JSON-RPC reply."""
+
+
+class _Closed(Exception):
+    """The target closed the connection before a complete reply."""
 
 
 class _Unread(Exception):
     """The target reset the connection without reading the request."""
 
 
-class _DeadlineSocket(object):
-    """A socket whose blocking calls all end by one wall-clock deadline.
-
-    JSONRPCClient reads ``self.sock``; putting this wrapper there bounds
-    its CPU-time based wait without copying its receive loop.
-    """
+class _Connection(object):
+    """One socket to the target; one request and its reply at a time."""
 
     def __init__(self, sock):
-        self.raw = sock
+        self.sock = sock
+        self._ids = itertools.count(1)
         self._deadline = 0.0
-        self._decoder = None
-        self.replied = False  # a reply byte arrived since start()
-
-    def start(self, timeout):
-        """Arm the deadline for one request/reply exchange."""
-        self._deadline = time.monotonic() + timeout
-        self._decoder = codecs.getincrementaldecoder('utf-8')('replace')
-        self.replied = False
+        self.replied = False  # a reply byte arrived for this request
 
     def expired(self):
         return time.monotonic() >= self._deadline
@@ -71,66 +63,59 @@ class _DeadlineSocket(object):
         left = self._deadline - time.monotonic()
         if left <= 0:
             raise socket.timeout('SPDK RPC deadline passed')
-        self.raw.settimeout(left)
+        self.sock.settimeout(left)
 
-    def settimeout(self, _cpu_based_timeout):
-        # JSONRPCClient passes a CPU-time based value; ours replaces it.
+    def send(self, method, params, timeout):
+        """Send one request; its reply must come within ``timeout``."""
+        self._deadline = time.monotonic() + timeout
+        self.replied = False
+        req_id = next(self._ids)
+        request = {'jsonrpc': '2.0', 'method': method, 'id': req_id}
+        if params:
+            # As SPDK's own client: SPDK refuses "params" on methods
+            # that take none, even an empty object.
+            request['params'] = params
         self._arm()
+        self.sock.sendall(json.dumps(request).encode('utf-8'))
+        return req_id
 
-    def sendall(self, data):
-        self._arm()
-        self.raw.sendall(data)
-
-    def recv(self, bufsize):
+    def recv(self):
+        """The next reply: the first complete JSON value on the stream."""
+        decoder = codecs.getincrementaldecoder('utf-8')('replace')
+        text = ''
         while True:
             self._arm()
-            data = self.raw.recv(bufsize)
+            data = self.sock.recv(_CHUNK)
             if not data:
-                return data
-            text = self._decoder.decode(data)
-            if text:
-                break
-        if not self.replied and text.strip():
+                raise _Closed()
+            text += decoder.decode(data)
+            text = text.lstrip()
+            if not text:
+                continue
             self.replied = True
-            if not text.lstrip().startswith('{'):
-                raise _MalformedReply(text.strip()[:80])
-        return text.encode('utf-8')
+            if not text.startswith('{'):
+                raise _MalformedReply(text[:80])
+            try:
+                reply, _end = json.JSONDecoder().raw_decode(text)
+            except ValueError:
+                continue  # not complete yet
+            return reply
 
-    def shutdown(self, how):
-        self.raw.shutdown(how)
+    def readable(self):
+        """Bytes (or EOF) waiting on an idle connection: it is unusable."""
+        try:
+            readable, _w, _x = select.select([self.sock], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
 
     def close(self):
-        self.raw.close()
-
-
-class _JSONRPCClient(spdk_client.JSONRPCClient):
-    """The spdk client, but closing its socket when connecting fails."""
-
-    def _connect(self, addr, port):
         try:
-            super()._connect(addr, port)
-        except spdk_client.JSONRPCException:
-            if self.sock is not None:
-                self.sock.close()
-                self.sock = None
-            raise
-
-
-def _one_line(err):
-    """The spdk client's multi-line exception text, on one line."""
-    return ' '.join(str(err).split())
-
-
-def _quiet_spdk_logger(addr):
-    """Drop the handler JSONRPCClient added and keep its logger silent."""
-    logger = logging.getLogger('JSONRPCClient(%s)' % addr)
-    for handler in list(logger.handlers):
-        logger.removeHandler(handler)
-    logger.addHandler(logging.NullHandler())
-    logger.propagate = False
-    # Set before construction too, so its "Setting log level" INFO lines
-    # are not emitted either.
-    logger.setLevel(logging.ERROR)
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError as err:
+            LOG.debug('Shutting down the SPDK RPC socket: %s', err)
+        finally:
+            self.sock.close()
 
 
 class SpdkClient(spdk_rpc_bdev.FrameworkMethods,
@@ -166,8 +151,7 @@ class SpdkClient(spdk_rpc_bdev.FrameworkMethods,
         self._retries = max(0, int(connect_retries))
         self._retry_interval = retry_interval
         self._lock = threading.Lock()
-        self._rpc = None
-        self._sock = None
+        self._conn = None
 
     @classmethod
     def from_conf(cls, conf):
@@ -230,7 +214,7 @@ class SpdkClient(spdk_rpc_bdev.FrameworkMethods,
     # Everything below runs with self._lock held.
 
     def _exchange(self, method, params):
-        if self._rpc is not None and self._stale():
+        if self._conn is not None and self._conn.readable():
             LOG.debug('SPDK RPC connection to %s went away; reconnecting',
                       self.target)
             self._drop()
@@ -252,11 +236,10 @@ class SpdkClient(spdk_rpc_bdev.FrameworkMethods,
         return self._result(method, params, req_id, response)
 
     def _send(self, method, params):
-        if self._rpc is None:
+        if self._conn is None:
             self._connect(method, params)
-        self._sock.start(self._timeout)
         try:
-            return self._rpc.send(method, params)
+            return self._conn.send(method, params, self._timeout)
         except socket.timeout as err:
             self._drop()
             raise exc.Timeout(method, params, message='sending to %s took '
@@ -264,31 +247,27 @@ class SpdkClient(spdk_rpc_bdev.FrameworkMethods,
                               ) from err
 
     def _receive(self, method, params):
+        conn = self._conn
         try:
-            return self._rpc.recv()
-        except spdk_client.JSONRPCException as err:
-            closed = self._rpc.sock is None
-            expired = self._sock.expired()
+            return conn.recv()
+        except socket.timeout as err:
             self._drop()
-            if closed:
-                raise exc.ProtocolError(
-                    method, params, message='%s closed the connection '
-                    'before a complete reply' % self.target) from err
-            if expired:
-                raise exc.Timeout(
-                    method, params, message='no reply from %s within %ss'
-                    % (self.target, self._timeout)) from err
-            raise exc.ProtocolError(method, params,
-                                    message=_one_line(err)) from err
+            raise exc.Timeout(
+                method, params, message='no reply from %s within %ss'
+                % (self.target, self._timeout)) from err
+        except _Closed as err:
+            self._drop()
+            raise exc.ProtocolError(
+                method, params, message='%s closed the connection before '
+                'a complete reply' % self.target) from err
         except _MalformedReply as err:
             self._drop()
             raise exc.ProtocolError(method, params, message='reply from %s '
                                     'is not JSON-RPC: %s' % (self.target, err)
                                     ) from err
         except ConnectionResetError as err:
-            unread = not self._sock.replied
             self._drop()
-            if unread:
+            if not conn.replied:
                 # A reset before any reply byte: the target closed with our
                 # request still unread in its socket, so it never ran it.
                 raise _Unread() from err
@@ -322,54 +301,35 @@ class SpdkClient(spdk_rpc_bdev.FrameworkMethods,
         attempts = self._retries + 1
         for attempt in range(1, attempts + 1):
             try:
-                self._rpc = self._open()
-                self._sock = _DeadlineSocket(self._rpc.sock)
-                self._rpc.sock = self._sock
+                self._conn = _Connection(self._open())
                 return
-            except (spdk_client.JSONRPCException, OSError) as err:
+            except OSError as err:
                 last = err
             LOG.debug('SPDK target %(target)s not reachable (attempt '
                       '%(n)d of %(total)d): %(err)s',
                       {'target': self.target, 'n': attempt,
-                       'total': attempts, 'err': _one_line(last)})
+                       'total': attempts, 'err': last})
             if attempt < attempts:
                 time.sleep(self._retry_interval)
         raise exc.TargetUnreachable(
             method, params, message='cannot connect to %s after %d '
-            'attempt(s): %s' % (self.target, attempts, _one_line(last))
-        ) from last
+            'attempt(s): %s' % (self.target, attempts, last)) from last
 
     def _open(self):
-        if self._address is None:
-            addr = self._socket_path
-        else:
-            # The spdk client only accepts IP literals; resolve names.
-            info = socket.getaddrinfo(self._address, self._port,
-                                      type=socket.SOCK_STREAM)
-            addr = info[0][4][0]
-        _quiet_spdk_logger(addr)
+        """A connected socket to the target (host names are resolved)."""
+        if self._address is not None:
+            return socket.create_connection((self._address, self._port),
+                                            timeout=self._timeout)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            return _JSONRPCClient(addr, self._port, timeout=self._timeout)
-        finally:
-            _quiet_spdk_logger(addr)
-
-    def _stale(self):
-        """An idle connection with bytes (or EOF) waiting is unusable."""
-        try:
-            readable, _w, _x = select.select([self._sock.raw], [], [], 0)
-        except (OSError, ValueError):
-            return True
-        return bool(readable)
+            sock.settimeout(self._timeout)
+            sock.connect(self._socket_path)
+        except OSError:
+            sock.close()
+            raise
+        return sock
 
     def _drop(self):
-        rpc, self._rpc, self._sock = self._rpc, None, None
-        sock = rpc.sock if rpc is not None else None
-        if sock is None:
-            return
-        rpc.sock = None
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError as err:
-            LOG.debug('Shutting down the SPDK RPC socket: %s', err)
-        finally:
-            sock.close()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
