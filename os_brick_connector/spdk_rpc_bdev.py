@@ -86,13 +86,6 @@ class BdevMethods(object):
             r_mbytes_per_sec=r_mbytes_per_sec,
             w_mbytes_per_sec=w_mbytes_per_sec))
 
-    def bdev_get_iostat(self, names=None, per_channel=None):
-        """I/O statistics; v26 takes a list of ``names``, not ``name``."""
-        if names is not None:
-            names = list(names)
-        return self.call('bdev_get_iostat',
-                         rpc_params(names=names, per_channel=per_channel))
-
 
 class LvolMethods(object):
     """Logical volume store and logical volume RPCs."""
@@ -127,11 +120,6 @@ class LvolMethods(object):
     def bdev_lvol_clone(self, snapshot_name, clone_name):
         return self.call('bdev_lvol_clone', rpc_params(
             snapshot_name=snapshot_name, clone_name=clone_name))
-
-    def bdev_lvol_clone_bdev(self, bdev, lvs_name, clone_name):
-        """Thin clone of any (read-only) bdev: an "esnap" clone."""
-        return self.call('bdev_lvol_clone_bdev', rpc_params(
-            bdev=bdev, lvs_name=lvs_name, clone_name=clone_name))
 
     def bdev_lvol_inflate(self, name):
         return self.call('bdev_lvol_inflate', rpc_params(name=name))

@@ -51,9 +51,6 @@ class NvmfMethods(object):
         return self.call('nvmf_create_transport',
                          rpc_params(trtype=trtype, **options))
 
-    def nvmf_get_transports(self, trtype=None):
-        return self.call('nvmf_get_transports', rpc_params(trtype=trtype))
-
     def nvmf_create_subsystem(self, nqn, serial_number=None,
                               model_number=None, allow_any_host=None,
                               max_namespaces=None, ana_reporting=None):
@@ -74,12 +71,6 @@ class NvmfMethods(object):
             'nqn': nqn,
             'listen_address': _address(trtype, traddr, trsvcid, adrfam)})
 
-    def nvmf_subsystem_remove_listener(self, nqn, trtype, traddr, trsvcid,
-                                       adrfam=None):
-        return self.call('nvmf_subsystem_remove_listener', {
-            'nqn': nqn,
-            'listen_address': _address(trtype, traddr, trsvcid, adrfam)})
-
     def nvmf_subsystem_add_ns(self, nqn, bdev_name, nsid=None, uuid=None,
                               nguid=None):
         """Add bdev ``bdev_name`` as a namespace; returns its nsid."""
@@ -87,10 +78,6 @@ class NvmfMethods(object):
             'nqn': nqn,
             'namespace': rpc_params(bdev_name=bdev_name, nsid=nsid,
                                     uuid=uuid, nguid=nguid)})
-
-    def nvmf_subsystem_remove_ns(self, nqn, nsid):
-        return self.call('nvmf_subsystem_remove_ns',
-                         rpc_params(nqn=nqn, nsid=nsid))
 
     def nvmf_subsystem_add_host(self, nqn, host, psk=None, dhchap_key=None,
                                 dhchap_ctrlr_key=None):
@@ -147,6 +134,3 @@ class KeyringMethods(object):
 
     def keyring_file_remove_key(self, name):
         return self.call('keyring_file_remove_key', rpc_params(name=name))
-
-    def keyring_get_keys(self):
-        return self.call('keyring_get_keys')

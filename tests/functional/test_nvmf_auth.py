@@ -146,7 +146,7 @@ class NvmfAuthTest(base.TestCase):
         self._admit()
         self.storage.nvmf_subsystem_remove_host(SUBNQN, HOSTNQN)
         nvme_auth.unregister(self.storage, self.storage_keys, 'host0')
-        self.assertEqual([], self.storage.keyring_get_keys())
+        self.assertEqual([], self.storage.call('keyring_get_keys'))
         self.assertEqual([], os.listdir(self.storage_keys))
         self.assertEqual([], self.storage.nvmf_get_subsystems(
             nqn=SUBNQN)[0]['hosts'])
@@ -157,7 +157,7 @@ class NvmfAuthTest(base.TestCase):
         self._admit()
         hosts = self.storage.nvmf_get_subsystems(nqn=SUBNQN)[0]['hosts']
         self.assertEqual([{'nqn': HOSTNQN, 'dhchap_key': 'host0'}], hosts)
-        [key] = self.storage.keyring_get_keys()
+        [key] = self.storage.call('keyring_get_keys')
         self.assertEqual('host0', key['name'])
         self.assertNotIn(self.secret, str(key))
         self.assertEqual(0o600, stat.S_IMODE(os.stat(key['path']).st_mode))

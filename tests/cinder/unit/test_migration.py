@@ -137,7 +137,8 @@ class MigrateVolumeTest(MigrationTestCase):
         self.fake.aio['ext'] = {'filename': '/nonexistent',
                                 'size': 1024 * dbase.MIB,
                                 'block_size': 512, 'readonly': True}
-        self.fake.bdev_lvol_clone_bdev('ext', LVS, 'legacy')
+        self.fake.call('bdev_lvol_clone_bdev', {
+            'bdev': 'ext', 'lvs_name': LVS, 'clone_name': 'legacy'})
         volume = self.make_volume()
         self.driver.manage_existing(volume, {'source-name': 'lvs0/legacy'})
         before = self.fake.state()

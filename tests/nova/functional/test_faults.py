@@ -179,7 +179,7 @@ class SecretsNotLoggedTest(TcpCase):
         self.faulty.disconnect_volume(props, info)
         self.assertEqual([], self.nvme_names())
         self.assertEqual([], os.listdir(key_dir))
-        self.assertEqual([], self.client.keyring_get_keys())
+        self.assertEqual([], self.client.call('keyring_get_keys'))
         # SPDK wants a keyring name as psk and refuses an inline secret:
         # the failed call and its parameters are logged, never the secret.
         self.assertRaises(spdk_exc.SpdkRpcError,
@@ -210,7 +210,7 @@ class SecretsNotLoggedTest(TcpCase):
         self.assertRaises(spdk_exc.SpdkRpcError,
                           self.faulty.connect_volume, props)
         self.assertEqual([], self.nvme_names())
-        self.assertEqual([], self.client.keyring_get_keys())
+        self.assertEqual([], self.client.call('keyring_get_keys'))
         self.assertEqual([], os.listdir(os.path.join(tmp, 'keys')))
 
     def test_wrong_secret_leaves_nothing(self):
@@ -221,5 +221,5 @@ class SecretsNotLoggedTest(TcpCase):
         props['dhchap_key'] = SECRET.replace(':00:', ':09:')
         self.assertRaises(errors.InvalidConnectionProperties,
                           self.faulty.connect_volume, props)
-        self.assertEqual([], self.client.keyring_get_keys())
+        self.assertEqual([], self.client.call('keyring_get_keys'))
         self.assertEqual([], self.nvme_names())
