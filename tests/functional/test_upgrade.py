@@ -15,7 +15,9 @@ import time
 
 import fixtures
 
+from os_brick_connector import host_settings
 from os_brick_connector import nvme_auth
+from os_brick_connector import reconnect
 from os_brick_connector import spdk_rpc
 from os_brick_connector import target_inventory
 from os_brick_connector import upgrade
@@ -47,11 +49,15 @@ class UpgradeCase(base.TestCase):
         self.addCleanup(client.close)
         return target, client
 
+    @staticmethod
+    def _saved(target):
+        return os.path.join(target.workdir, 'saved.json')
+
     def _upgrade(self, target, tree, **kwargs):
+        kwargs.setdefault('timeout', 20)
         up = upgrade.Upgrade(
-            target.socket_path, os.path.join(target.workdir, 'saved.json'),
-            tree, pid=target.pid, timeout=20, say=self.said.append,
-            log_path=target.log_path, **kwargs)
+            target.socket_path, self._saved(target), tree, pid=target.pid,
+            say=self.said.append, log_path=target.log_path, **kwargs)
         try:
             up.run()
             # The target-side window, from the stop until every object
@@ -91,12 +97,17 @@ class UpgradeCase(base.TestCase):
         client.nvmf_subsystem_add_host(SUBNQN, HOSTNQN)
         return port
 
-    def _attach(self, compute, port):
+    def _attach(self, compute, port, settings=None):
+        """Attach the export as a compute host does.
+
+        ``settings``: the host's reconnect settings (:mod:`reconnect`).
+        """
+        settings = settings or {reconnect.LOSS: 60, reconnect.DELAY: 1,
+                                reconnect.FAST_FAIL: 30}
         compute.bdev_nvme_attach_controller(
             name='remote0', trtype='TCP', traddr='127.0.0.1',
             trsvcid=port, subnqn=SUBNQN, hostnqn=HOSTNQN, adrfam='IPv4',
-            ctrlr_loss_timeout_sec=60, reconnect_delay_sec=1,
-            fast_io_fail_timeout_sec=30)
+            **settings)
         compute.call('vhost_create_blk_controller',
                      {'ctrlr': 'remote.vhost', 'dev_name': 'remote0n1'})
 
@@ -164,20 +175,50 @@ class UpgradeTest(UpgradeCase):
         storage, client = self._target('nvmf_tgt', OLD, interrupt_mode=True)
         port = self._export(storage, client)
         compute, compute_client = self._target('vhost', NEW)
-        self._attach(compute_client, port)
+        # The connector's defaults, as Cinder records them at the export.
+        settings = {reconnect.LOSS: reconnect.DEFAULT_LOSS,
+                    reconnect.DELAY: reconnect.DEFAULT_DELAY,
+                    reconnect.FAST_FAIL: reconnect.DEFAULT_FAST_FAIL}
+        self._attach(compute_client, port, settings)
         old_pid = storage.pid
+        saved = self._saved(storage)
 
-        # The hosts' reconnect settings cannot be seen from here: refused,
-        # before anything stops, unless the operator says --force.
+        # Nothing recorded for the host (attached before Cinder recorded
+        # settings): refused, naming it, before anything stops.
         err = self.assertRaises(upgrade.UpgradeError, self._upgrade,
-                                storage, spdk_build.tree(NEW))
-        self.assertIn(HOSTNQN, str(err))
+                                storage, spdk_build.tree(NEW),
+                                timeout=reconnect.UPGRADE_TIMEOUT)
+        self.assertIn('%s (settings unknown on %s)' % (HOSTNQN, SUBNQN),
+                      str(err))
         self.assertIn('nothing was stopped', str(err))
+
+        # Recorded, but too short for the window (the connector's
+        # defaults before this release): refused, naming it and why.
+        host_settings.record(saved, HOSTNQN, SUBNQN, {
+            reconnect.LOSS: 60, reconnect.DELAY: 2, reconnect.FAST_FAIL: 10})
+        err = self.assertRaises(upgrade.UpgradeError, self._upgrade,
+                                storage, spdk_build.tree(NEW),
+                                timeout=reconnect.UPGRADE_TIMEOUT)
+        self.assertIn('%s (ctrlr_loss_timeout_sec 60 < 62 s, '
+                      'fast_io_fail_timeout_sec 10 < 62 s on %s)'
+                      % (HOSTNQN, SUBNQN), str(err))
         self.assertEqual(old_pid, storage.pid)
         self.assertEqual(OLD, self._version(client))
 
-        self._upgrade(storage, spdk_build.tree(NEW), force=True)
+        # The settings the host attached with cover the default window,
+        # but not the one a longer --timeout makes.
+        host_settings.record(saved, HOSTNQN, SUBNQN, settings)
+        err = self.assertRaises(upgrade.UpgradeError, self._upgrade,
+                                storage, spdk_build.tree(NEW), timeout=20)
+        self.assertIn('fast_io_fail_timeout_sec 70 < 102 s', str(err))
+        self.assertEqual(old_pid, storage.pid)
 
+        # With the default --timeout they do: upgraded without --force.
+        self._upgrade(storage, spdk_build.tree(NEW),
+                      timeout=reconnect.UPGRADE_TIMEOUT)
+
+        self.assertIn('every connected NVMe-oF host rides out 60 s',
+                      self.said)
         self.assertEqual(NEW, self._version(client))
         self._assert_connected(compute_client)
         [sub] = [s for s in client.call('nvmf_get_subsystems')
@@ -185,6 +226,20 @@ class UpgradeTest(UpgradeCase):
         self.assertEqual([HOSTNQN], [h['nqn'] for h in sub['hosts']])
         self.assertEqual(['host0'], [
             k['name'] for k in client.call('keyring_get_keys')])
+        # The record is the drivers', and outlives the upgrade.
+        self.assertEqual({HOSTNQN: {SUBNQN: settings}},
+                         host_settings.read(saved))
+
+    def test_storage_target_forced_past_an_unknown_host(self):
+        storage, client = self._target('nvmf_tgt', OLD, interrupt_mode=True)
+        port = self._export(storage, client)
+        compute, compute_client = self._target('vhost', NEW)
+        self._attach(compute_client, port)
+
+        self._upgrade(storage, spdk_build.tree(NEW), force=True)
+
+        self.assertEqual(NEW, self._version(client))
+        self._assert_connected(compute_client)
 
     def test_failed_new_binary_rolled_back(self):
         target, client = self._target('vhost', OLD, interrupt_mode=True)
