@@ -68,7 +68,8 @@ class Connections(object):
                                                    export.ATTACHED)
                 data.update(self.exporter.export(volume.name, lvol,
                                                  host_nqn, rb,
-                                                 rekey=not attached))
+                                                 rekey=not attached,
+                                                 connector=connector))
                 self.pools.persist()
         return {'driver_volume_type': 'spdk_vhost', 'data': data}
 

@@ -126,3 +126,16 @@ class ExportRecordsHostsTest(base.CinderTestCase):
         with rollback.Cleanup('copy') as rb:
             self.exporter.export('volume-1', self.lvol, dbase.HOST_NQN, rb)
         self.assertFalse(os.path.exists(host_settings.path(self.saved)))
+
+
+class DriverPassesTheConnectorTest(dbase.DriverTestCase):
+
+    def test_attach_records_the_settings_the_connector_reports(self):
+        volume = self.volume()
+        with mock.patch.object(export.host_settings, 'record',
+                               autospec=True, return_value=None) as record:
+            info = self.driver.initialize_connection(volume, connector())
+        record.assert_called_once_with(
+            '', dbase.HOST_NQN, self.driver.exporter.nqn(volume.name),
+            SETTINGS)
+        self.assertEqual('tcp', info['data']['transport'])
