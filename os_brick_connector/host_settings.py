@@ -46,7 +46,10 @@ def _load(saved):
         LOG.warning('NVMe-oF host settings %s are unreadable (%s): every '
                     'host counts as unknown', path(saved), err)
         return {}
-    return hosts if isinstance(hosts, dict) else {}
+    if not isinstance(hosts, dict):
+        return {}
+    return {host: subs for host, subs in hosts.items()
+            if isinstance(subs, dict)}
 
 
 def read(saved):

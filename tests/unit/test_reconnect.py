@@ -165,6 +165,10 @@ class RecordTest(base.TestCase):
             dst.write('{not json')
         self.assertEqual({}, host_settings.read(self.saved))
         self.assertIn('every host counts as unknown', logger.output)
+        with open(host_settings.path(self.saved), 'w') as dst:
+            json.dump({'hosts': {HOST: [1], HOST2: {SUB: DEFAULTS}}}, dst)
+        self.assertEqual({HOST2: {SUB: DEFAULTS}},
+                         host_settings.read(self.saved))
         recorded = {HOST: {SUB: settings(30, 0, 10), SUB2: DEFAULTS}}
         self.assertIsNone(host_settings.settings_of(recorded, HOST, SUB))
         self.assertEqual(DEFAULTS,
