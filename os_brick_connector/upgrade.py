@@ -256,8 +256,8 @@ class Upgrade(object):
             if again is not None:
                 raise RollbackFailed(
                     'upgrade failed (%s) and so did the rollback (%s): '
-                    'the target is down, see %s' % (
-                        problem, again, self.target.log_path))
+                    '%s, see %s' % (problem, again, self._state(),
+                                    self.target.log_path))
             raise RolledBack('upgrade failed: %s; rolled back, the '
                              'previous binary runs again' % problem)
 
@@ -285,6 +285,17 @@ class Upgrade(object):
             'on those hosts and attach their volumes again, or run with a '
             'smaller --timeout, or with --force; nothing was stopped' % (
                 self.window(), self.timeout, '; '.join(problems)))
+
+    def _state(self):
+        """What runs after a failed rollback, for the operator."""
+        process = self.target.process
+        if process is not None and process.poll() is None:
+            # A target whose config takes longer to load than --timeout.
+            return ('the previous binary still runs (pid %d) but did not '
+                    'list every object in time: it may still be loading '
+                    'its config, check it before anything else'
+                    % process.pid)
+        return 'the target is down'
 
     def window(self):
         """Longest time the target may be away, rollback included."""

@@ -2,6 +2,7 @@
 
 import json
 import os
+import subprocess
 
 import fixtures
 from oslo_config import cfg
@@ -244,3 +245,72 @@ class HostsCheckTest(base.TestCase):
     def test_default_timeout(self):
         args = upgrade.parse_args(['--new-spdk-dir', '/new'])
         self.assertEqual(reconnect.UPGRADE_TIMEOUT, args.timeout)
+
+
+class SlowTargetClient(object):
+    """A vhost target that answers until it is stopped, then never."""
+
+    def __init__(self):
+        self.up = True
+
+    def spdk_get_version(self):
+        return {'version': 'SPDK v26.05',
+                'fields': {'major': 26, 'minor': 5, 'patch': 0}}
+
+    def save_config(self):
+        return {'subsystems': []}
+
+    def close(self):
+        pass
+
+    def call(self, method, params=None):
+        if not self.up:
+            raise upgrade.exc.TargetUnreachable(method, message='loading')
+        return []
+
+
+class FailedRollbackTest(base.TestCase):
+    """What a rollback that did not list every object in time says."""
+
+    def run_upgrade(self, rollback_cmd):
+        saved = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                             'spdk_tgt.json')
+        self.useFixture(fixtures.MockPatch(
+            'os_brick_connector.upgrade.binary_version',
+            return_value=(26, 5, 0)))
+        up = upgrade.Upgrade(saved + '.sock', saved, '/new',
+                             pid=os.getpid(), timeout=0.3, say=lambda m: 0)
+        up.target.app = 'vhost'
+        up.client = client = SlowTargetClient()
+        started = []
+
+        def start(tree):
+            # The new build never answers; the old one, started again,
+            # runs (still loading, say) or exits at once.
+            cmd = ['sleep', '30'] if tree == '/new' else rollback_cmd
+            up.target.process = subprocess.Popen(cmd)
+            self.addCleanup(up.target.process.wait)
+            self.addCleanup(up.target.process.kill)
+            started.append(tree)
+
+        def stop(timeout):
+            client.up = False
+            if up.target.process is not None:
+                up.target.process.kill()
+                up.target.process.wait()
+        up.target.start = start
+        up.target.stop = stop
+        err = self.assertRaises(upgrade.RollbackFailed, up.run)
+        self.assertEqual(['/new', up.target.tree], started)
+        return str(err), up.target.process
+
+    def test_previous_binary_still_loading_is_not_called_down(self):
+        message, process = self.run_upgrade(['sleep', '30'])
+        self.assertIn('the previous binary still runs (pid %d) but did '
+                      'not list every object in time' % process.pid,
+                      message)
+        self.assertNotIn('down', message)
+
+    def test_previous_binary_gone_is_down(self):
+        message, _process = self.run_upgrade(['true'])
+        self.assertIn('the target is down', message)
