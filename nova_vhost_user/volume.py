@@ -72,9 +72,9 @@ class LibvirtVhostUserBlkVolumeDriver(libvirt_volume.LibvirtBaseVolumeDriver):
     connection_info without a ``data`` dict, ``InvalidVolumeAccessMode``
     and ``VolumeEncryptionNotSupported`` for what vhost-user cannot do;
     the connector's :class:`os_brick.exception.BrickException` classes
-    (``InvalidConnectionProperties`` for malformed data, before any RPC)
-    and :class:`os_brick_connector.exception.SpdkRpcError` from the
-    target pass through unchanged.
+    (``InvalidConnectionProperties`` for malformed data, before any RPC;
+    ``TargetError`` for a failure of the SPDK target) pass through
+    unchanged.
     """
 
     def __init__(self, host):

@@ -4,14 +4,14 @@ os-brick's connector table is fixed, so nothing finds this class by its
 protocol name: the Nova driver (``nova_vhost_user``) builds it directly.
 """
 
+import functools
 import grp
-import hashlib
 import os
 import pwd
-import re
 import stat
 import time
 
+from os_brick import exception as brick_exception
 from os_brick.initiator.connectors import base
 from oslo_concurrency import lockutils
 from oslo_config import cfg
@@ -26,6 +26,7 @@ from os_brick_connector import host_identity
 from os_brick_connector import numa
 from os_brick_connector import nvme_initiator
 from os_brick_connector import privileged
+from os_brick_connector import properties
 from os_brick_connector import saved_config
 from os_brick_connector import spdk_rpc
 from os_brick_connector import trace
@@ -37,14 +38,9 @@ LOG = log.getLogger(__name__)
 PROTOCOL = 'SPDK_VHOST'
 DEVICE_TYPE = 'vhost_user_blk'
 CONTROLLER_PREFIX = 'vhost-'
-LOCAL = 'local'
-REMOTE_TRANSPORTS = ('tcp', 'rdma')
-# Also a safe socket file name, and short enough for sun_path.
-_VOLUME_ID = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$')
 _LOCK = 'spdk-vhost-connector'
-# Appended to a multiattach volume's controller name: which guest it is for.
-ATTACHMENT_SEP = '.'
-ATTACHMENT_TAG_LEN = 12
+#: One connector call at a time on this host (external: Nova workers).
+synchronized = lockutils.synchronized(_LOCK, external=True)
 
 
 def default_conf():
@@ -53,70 +49,38 @@ def default_conf():
     return cfg.CONF.spdk_vhost
 
 
-def attachment_tag(attached_to):
-    """The short, socket-safe tag naming one guest's controller.
-
-    ``attached_to`` is whatever tells the volume's guests on this host
-    apart (Nova: the instance uuid). A hash keeps the socket path short
-    (``sun_path`` holds 107 bytes) and its characters safe; 48 bits make
-    two guests of one volume on one host colliding negligible.
-    """
-    if not isinstance(attached_to, str) or not attached_to:
-        raise errors.InvalidConnectionProperties(
-            reason='attached_to %r cannot name an SPDK controller'
-            % (attached_to,))
-    digest = hashlib.sha256(attached_to.encode('utf-8')).hexdigest()
-    return digest[:ATTACHMENT_TAG_LEN]
-
-
-def controller_name(volume_id, attached_to=None):
-    """The vhost-blk controller of an attachment: a retry finds the same one.
-
-    A volume attached to one guest per host (``attached_to`` None) has
-    one controller named after it. A multiattach volume has one per guest
-    (``attached_to`` given), all on the same bdev, so each guest gets its
-    own socket and the disk serial stays the volume id.
-    """
-    if not isinstance(volume_id, str) or not _VOLUME_ID.fullmatch(volume_id):
-        raise errors.InvalidConnectionProperties(
-            reason='volume_id %r cannot name an SPDK controller'
-            % (volume_id,))
-    name = CONTROLLER_PREFIX + volume_id
-    if attached_to is None:
-        return name
-    return name + ATTACHMENT_SEP + attachment_tag(attached_to)
-
-
-def _named_controller(props):
-    """The controller named by ``props``; a non-dict is refused too."""
-    if not isinstance(props, dict):
-        raise errors.InvalidConnectionProperties(
-            reason='expected a dict, got %s' % type(props).__name__)
-    return controller_name(props.get('volume_id'), props.get('attached_to'))
-
-
 def _controller_bdev(ctrl):
     return ctrl.get('backend_specific', {}).get('block', {}).get('bdev')
+
+
+def target_errors(func):
+    """Only os-brick exceptions leave: an SPDK failure becomes TargetError.
+
+    The :class:`exception.SpdkRpcError` stays the ``__cause__``, with the
+    method, its (masked) parameters and SPDK's code and message.
+    """
+    @functools.wraps(func)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return func(self, *args, **kwargs)
+        except spdk_exc.SpdkRpcError as err:
+            raise errors.TargetError(target=self.client.target,
+                                     action=func.__name__,
+                                     reason=err) from err
+    return wrapper
 
 
 class SpdkVhostConnector(base.BaseLinuxConnector):
     """Attach SPDK volumes to guests as vhost-user-blk sockets.
 
     ``connection_properties`` is Cinder's ``connection_info['data']``
-    (see DESIGN.md) plus one key the Nova driver adds:
-
-    ``numa_node``
-        The host NUMA node (int) of the guest the volume is for, or None
-        (absent) when the guest has no preference. The controller is
-        polled by one SPDK reactor on that node, the one serving the
-        fewest controllers; ``[spdk_vhost] numa_policy`` says what
-        happens when the node has no reactor.
-
-    ``attached_to``
-        For a multiattach volume, what tells its guests on this host
-        apart (Nova: the instance uuid); absent otherwise. Each guest
-        then gets a controller of its own on the volume's one bdev (see
-        :func:`controller_name`); disconnect needs the same value.
+    plus what Nova adds, parsed once into
+    :class:`properties.ConnectionProperties` (the wire format). The
+    controller is polled by one SPDK reactor on the guest's NUMA node,
+    the one serving the fewest controllers; ``[spdk_vhost] numa_policy``
+    says what happens when the node has no reactor. A multiattach
+    volume's guests each get a controller of their own on the volume's
+    one bdev; disconnect needs the same ``attached_to``.
 
     ``connect_volume`` returns ``{'type': 'vhost_user_blk', 'path':
     <socket>, 'controller': <name>, 'cpumask': <hex>, 'numa_node': <node
@@ -125,13 +89,14 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
     it (the volume-named layer, or the NVMe-oF namespace) is shared by a
     volume's controllers and goes with the last of them.
 
-    Exceptions (all :class:`os_brick.exception.BrickException` but the
-    last): malformed properties raise ``InvalidConnectionProperties``
-    before any RPC (see :mod:`validation`); unusable ``[spdk_vhost]``
-    options raise ``InvalidConnectorConfig`` at construction; refusals
-    raise the other classes of :mod:`connector_errors`; a failure of the
-    target itself is an :class:`exception.SpdkRpcError`, with whatever
-    the call created undone.
+    Exceptions, all :class:`os_brick.exception.BrickException`:
+    malformed properties raise ``InvalidConnectionProperties`` before any
+    RPC (see :mod:`validation`); unusable ``[spdk_vhost]`` options raise
+    ``InvalidConnectorConfig`` at construction; refusals raise the other
+    classes of :mod:`connector_errors`; a failure of the target itself
+    is ``TargetError`` (its cause the :class:`exception.SpdkRpcError`),
+    with whatever the call created undone. Public methods are decorated
+    trace, then synchronized, then :func:`target_errors`.
     """
 
     def __init__(self, root_helper, driver=None, execute=None,
@@ -180,10 +145,6 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
 
     # -- connect -----------------------------------------------------------
 
-    @staticmethod
-    def _check_properties(props):
-        validation.check_properties(props, _VOLUME_ID)
-
     def _canonical(self, bdev):
         """A bdev's own name: an alias (lvs/lvol) is listed by its UUID."""
         return self.client.bdev_get_bdevs(name=bdev)[0]['name']
@@ -198,8 +159,8 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         used = _controller_bdev(ctrl)
         if not used:
             return None
-        if props['transport'] == LOCAL:
-            lvol = self._canonical(props['bdev'])
+        if props.is_local:
+            lvol = self._canonical(props.bdev)
             if used == lvol or volume_bdev.is_layer_of(self.client, used,
                                                        lvol):
                 return used
@@ -213,7 +174,7 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         Its name is the disk serial the guest sees (see volume_bdev): a
         layer over a local lvol, the NVMe namespace of a remote one.
         """
-        if props['transport'] == LOCAL:
+        if props.is_local:
             return self._local_layer(props, undo)
         created = False
         try:
@@ -233,8 +194,8 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
 
     def _local_layer(self, props, undo):
         """Create (or find) the layer named after the volume on its lvol."""
-        lvol = self._canonical(props['bdev'])
-        layer = volume_bdev.name(props['volume_id'])
+        lvol = self._canonical(props.bdev)
+        layer = volume_bdev.name(props.volume_id)
         try:
             volume_bdev.create(self.client, layer, lvol)
         except spdk_exc.AlreadyExists:
@@ -244,7 +205,7 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
             # or a detach that did not finish left it.
         except spdk_exc.NotPermitted as err:
             # Nothing was created; SPDK's log names who holds the lvol.
-            raise errors.VolumeClaimed(bdev=props['bdev'],
+            raise errors.VolumeClaimed(bdev=props.bdev,
                                        reason=err) from err
         except spdk_exc.SpdkTransportError:
             undo.append(lambda: self._drop_unused_layer(layer))
@@ -263,13 +224,12 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
     def _create_controller(self, name, bdev, props, undo):
         topology = numa.Topology.read(self.client, self.conf.sysfs_root)
         load = numa.controller_load(self.client.vhost_get_controllers())
-        core = numa.choose_core(topology, load, props.get('numa_node'),
+        core = numa.choose_core(topology, load, props.numa_node,
                                 self.conf.numa_policy)
-        readonly = props.get('access_mode') == 'ro'
         try:
             self.client.vhost_create_blk_controller(
                 name, bdev, cpumask=numa.core_mask(core),
-                readonly=readonly or None,
+                readonly=props.read_only or None,
                 packed_ring=self.conf.vhost_packed_ring or None)
             undo.append(lambda: self._delete_controller(name, force=True))
         except spdk_exc.SpdkTransportError:
@@ -290,7 +250,7 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
             raise errors.ControllerConflict(ctrlr=ctrl['ctrlr'],
                                             found=found, wanted=bdev)
         readonly = ctrl['backend_specific']['block'].get('readonly', False)
-        if readonly != (props.get('access_mode') == 'ro'):
+        if readonly != props.read_only:
             raise errors.ControllerConflict(
                 ctrlr=ctrl['ctrlr'], found='readonly=%s' % readonly,
                 wanted='access_mode=%s' % props.get('access_mode'))
@@ -315,22 +275,21 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
             self.saved.save_quietly()
 
     @trace.traced
+    @synchronized
+    @target_errors
     def connect_volume(self, connection_properties):
         """Create (or find) the volume's vhost-blk controller.
 
         Idempotent: a second call returns the same controller. A failed
         call undoes what it created, and only that.
         """
-        props = connection_properties
-        self._check_properties(props)
-        name = _named_controller(props)
+        props = properties.ConnectionProperties(connection_properties)
         undo = []
-        with lockutils.lock(_LOCK, external=True):
-            try:
-                return self._connect(name, props, undo)
-            except Exception:
-                with excutils.save_and_reraise_exception():
-                    self._undo(undo)
+        try:
+            return self._connect(props.controller, props, undo)
+        except Exception:
+            with excutils.save_and_reraise_exception():
+                self._undo(undo)
 
     def _connect(self, name, props, undo):
         ctrl = self._controller(name)
@@ -340,7 +299,7 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         if ctrl is not None:
             self._check_reusable(ctrl, bdev, props)
         # Limits before the controller: no guest may run without them.
-        frontend_qos.apply(self.client, bdev, props.get('qos_specs'))
+        frontend_qos.apply(self.client, bdev, props.qos_specs)
         if ctrl is None:
             self._create_controller(name, bdev, props, undo)
             ctrl = self._controller(name)
@@ -392,27 +351,43 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         return False
 
     @trace.traced
+    @synchronized
+    @target_errors
     def disconnect_volume(self, connection_properties, device_info,
                           force=False, ignore_errors=False):
         """Delete the attachment's controller and what it alone used.
 
         Only this attachment's controller is deleted; the volume's layer
         or NVMe controller goes only when no other controller (another
-        guest of a multiattach volume) uses it.
+        guest of a multiattach volume) uses it. ``force``: go on past a
+        failed step (a controller a guest still holds is left in place);
+        the errors are raised together at the end (ExceptionChainer)
+        unless ``ignore_errors``.
         """
-        props = connection_properties
-        name = _named_controller(props)
-        with lockutils.lock(_LOCK, external=True):
-            self.saved.until_gone(name, lambda: self._disconnect(
-                name, props, force))
+        props = properties.ConnectionProperties(connection_properties,
+                                                strict=False)
+        chainer = brick_exception.ExceptionChainer()
+        self.saved.until_gone(props.controller, lambda: self._disconnect(
+            props, force, chainer))
+        if chainer:
+            LOG.warning('Disconnecting %s had errors: SPDK objects of the '
+                        'volume may be left behind', props.controller)
+            if not ignore_errors:
+                raise chainer
 
-    def _disconnect(self, name, props, force):
+    def _disconnect(self, props, force, chainer):
         """One round of a disconnect: whether the controller went."""
-        ctrl = self._controller(name)
-        used = _controller_bdev(ctrl) if ctrl is not None else None
-        gone = self._delete_controller(name, force)
+        name = props.controller
+        gone, used = False, None
+        with chainer.context(force, 'Deleting vhost-blk controller %s '
+                             'failed', name):
+            ctrl = self._controller(name)
+            used = _controller_bdev(ctrl) if ctrl is not None else None
+            gone = self._delete_controller(name, force)
         if gone:
-            self._release(props, used)
+            with chainer.context(force, 'Releasing the bdev of %s failed',
+                                 name):
+                self._release(props, used)
         return gone
 
     def _release(self, props, used):
@@ -423,15 +398,17 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         an older release goes too.
         """
         controllers = self.client.vhost_get_controllers()
-        if props.get('transport') in REMOTE_TRANSPORTS:
+        if props.is_remote:
             nvme_initiator.detach_if_unused(self.client, props, controllers,
                                             self.conf, bdev=used)
             return
-        self._drop_unused_layer(volume_bdev.name(props['volume_id']),
+        self._drop_unused_layer(volume_bdev.name(props.volume_id),
                                 controllers)
 
     # -- the rest of the os-brick interface --------------------------------
 
+    @trace.traced
+    @target_errors
     def extend_volume(self, connection_properties):
         """The new size in bytes; SPDK tells the guest by itself.
 
@@ -439,22 +416,24 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         (an lvol resized by Cinder, or an NVMe namespace change notice),
         so there is nothing to rescan: only the size to report.
         """
-        ctrl = self._controller(
-            _named_controller(connection_properties))
+        ctrl = self._controller(properties.ConnectionProperties(
+            connection_properties, strict=False).controller)
         if ctrl is None or not _controller_bdev(ctrl):
             return None
         info = self.client.bdev_get_bdevs(name=_controller_bdev(ctrl))[0]
         return info['num_blocks'] * info['block_size']
 
+    @target_errors
     def get_volume_paths(self, connection_properties):
-        ctrl = self._controller(
-            _named_controller(connection_properties))
+        ctrl = self._controller(properties.ConnectionProperties(
+            connection_properties, strict=False).controller)
         return [ctrl['socket']] if ctrl is not None else []
 
     def _our_controllers(self):
         return [ctrl for ctrl in self.client.vhost_get_controllers()
-                if ctrl['ctrlr'].startswith(CONTROLLER_PREFIX)]
+                if ctrl['ctrlr'].startswith(properties.CONTROLLER_PREFIX)]
 
+    @target_errors
     def get_search_path(self):
         """The target's vhost socket directory (``spdk_tgt -S``).
 
@@ -465,9 +444,11 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
             return os.path.dirname(ctrl['socket'])
         return None
 
+    @target_errors
     def get_all_available_volumes(self, connection_properties=None):
         return [ctrl['socket'] for ctrl in self._our_controllers()]
 
+    @target_errors
     def check_valid_device(self, path, run_as_root=True):
         """Whether ``path`` is a socket of a live SPDK vhost controller."""
         try:

@@ -1,11 +1,18 @@
 """Errors of the vhost-user-blk connector, as os-brick exceptions.
 
 Nova catches :class:`os_brick.exception.BrickException` around connector
-calls, so every refusal of the connector is one; what SPDK itself answered
-stays in :mod:`os_brick_connector.exception` and is chained as the cause.
+calls, so everything the connector raises is one: its refusals, and
+``TargetError`` for a failure of the target, whose cause is the
+:mod:`os_brick_connector.exception` error SPDK's answer (or its absence)
+made.
 """
 
 from os_brick import exception
+
+
+class TargetError(exception.BrickException):
+    """The SPDK target failed a call; the SpdkRpcError is the cause."""
+    message = 'SPDK target %(target)s failed %(action)s: %(reason)s'
 
 
 class InvalidConnectionProperties(exception.BrickException):

@@ -2,8 +2,8 @@
 
 The guest boots the way production guests for SPDK vhost do: memory
 backed by 2 MiB hugepages and shared (SPDK crashes on anything else, see
-DESIGN.md), so a test guest never passes where a production one would
-crash its target. Results come back as marked lines
+doc/source/admin/nova-driver.rst), so a test guest never passes where a
+production one would crash its target. Results come back as marked lines
 on the serial console (``@@RESULT key=value``, ``@@ERROR message``).
 
 Two modes:

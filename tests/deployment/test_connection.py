@@ -2,7 +2,7 @@
 
 The connector is shaped like the one nova-compute sends (os-brick's
 properties plus the SPDK vhost connector's ``spdk_target_id``), and the
-answer must be DESIGN.md's ``spdk_vhost`` connection_info.
+answer must be the wire format's ``spdk_vhost`` connection_info.
 """
 
 import uuid
@@ -41,7 +41,7 @@ class TestConnection(base.DeploymentTestCase):
         return info['data']
 
     def assertData(self, expected, data):
-        """DESIGN.md's keys as expected; others only Cinder's own."""
+        """The wire format's keys as expected; others only Cinder's own."""
         self.assertEqual(expected, {k: data.get(k) for k in expected})
         self.assertEqual(set(), set(data) - set(expected) - CINDER_KEYS)
 

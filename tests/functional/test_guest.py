@@ -148,7 +148,7 @@ class TestGuestOnSpdk(base.TestCase):
         self.assertFalse(guest.running)
 
     def test_queues_capped_by_vcpus(self):
-        # The guest uses min(vCPUs, device queues), as DESIGN.md expects.
+        # The guest uses min(vCPUs, device queues), as Nova configures it.
         exports = self.useFixture(SpdkVhostExports([('disk', 8 * MiB)]))
         guest = self._guest(
             [qemu.VhostUserDisk(exports.socket('disk'), num_queues=2)],

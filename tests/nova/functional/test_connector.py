@@ -397,7 +397,7 @@ class TestTcpConnect(RemoteTestCase):
     def test_refused_host_fails_clearly(self):
         props = self.export(VOLUME_A)
         props['host_nqn'] = HOST_NQN[:-1] + '0'
-        self.assertRaises(spdk_exc.SpdkRpcError,
+        self.assertRaises(errors.TargetError,
                           self.connector.connect_volume, props)
         self.assertEqual([], self.nvme_names())
 

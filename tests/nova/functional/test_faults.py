@@ -50,8 +50,9 @@ class FaultTest(TcpCase):
     def check(self, method, action, seconds=0):
         props = self.export(base_tests.VOLUME_A)
         self.proxy.fail(method, action, seconds=seconds)
-        self.assertRaises(spdk_exc.SpdkTransportError,
-                          self.faulty.connect_volume, props)
+        err = self.assertRaises(errors.TargetError,
+                                self.faulty.connect_volume, props)
+        self.assertIsInstance(err.__cause__, spdk_exc.SpdkTransportError)
         self.assertEqual([(method, action)], self.proxy.fired)
         self.assertEqual([], self.controller_names())
         self.assertEqual([], self.nvme_names())
@@ -77,8 +78,9 @@ class FaultTest(TcpCase):
         self.connect(props_b)
         props_a = self.export(base_tests.VOLUME_A)
         self.proxy.fail('vhost_create_blk_controller', 'cut_after')
-        self.assertRaises(spdk_exc.SpdkTransportError,
-                          self.faulty.connect_volume, props_a)
+        err = self.assertRaises(errors.TargetError,
+                                self.faulty.connect_volume, props_a)
+        self.assertIsInstance(err.__cause__, spdk_exc.SpdkTransportError)
         self.assertEqual(['vhost-' + base_tests.VOLUME_B],
                          self.controller_names())
         self.assertEqual([nvme_initiator.controller_name(props_b)],
@@ -93,10 +95,10 @@ class FaultTest(TcpCase):
         self.cfg.config(group=GROUP, host_nqn=OTHER_NQN)
         intruder = connector.SpdkVhostConnector(None, conf=self.conf,
                                                 client=other)
-        err = self.assertRaises(spdk_exc.SpdkRpcError,
+        err = self.assertRaises(errors.TargetError,
                                 intruder.connect_volume,
                                 dict(props, host_nqn=OTHER_NQN))
-        self.assertEqual('bdev_nvme_attach_controller', err.method)
+        self.assertEqual('bdev_nvme_attach_controller', err.__cause__.method)
         self.assertEqual([], other.bdev_nvme_get_controllers())
         self.assertEqual([], other.vhost_get_controllers())
 
@@ -207,7 +209,7 @@ class SecretsNotLoggedTest(TcpCase):
             props['nqn'], props['host_nqn'], dhchap_key='host',
             dhchap_ctrlr_key='ctrlr')
         props.update(dhchap_key=SECRET, dhchap_ctrlr_key=CTRLR_SECRET)
-        self.assertRaises(spdk_exc.SpdkRpcError,
+        self.assertRaises(errors.TargetError,
                           self.faulty.connect_volume, props)
         self.assertEqual([], self.nvme_names())
         self.assertEqual([], self.client.call('keyring_get_keys'))

@@ -6,7 +6,8 @@ and the host's libvirt capabilities (faked: two nodes, CPUs 0-1 and
 (an idle ``vhost`` target with four reactors, lcores 0-3 on the two
 real CPUs) and nodes from a fake sysfs.
 The controllers it creates on the target are what is checked. The
-``connection_info`` is built per DESIGN.md from the target's RPCs: the
+``connection_info`` is built per the wire format
+(``properties.ConnectionProperties``) from the target's RPCs: the
 placement does not depend on who made it.
 """
 

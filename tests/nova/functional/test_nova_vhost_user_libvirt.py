@@ -279,7 +279,7 @@ class TestGuestMemoryRefused(ComputeTestCase):
         lvol = rpc(self.target, 'bdev_lvol_create', {
             'lvol_name': 'vol-1', 'size_in_mib': 8, 'lvs_name': LVS,
             'thin_provision': True})
-        # Built per DESIGN.md: no Cinder needed to be refused.
+        # Built per the wire format: no Cinder needed to be refused.
         self.conn_info = {'driver_volume_type': 'spdk_vhost',
                           'serial': 'vol-1',
                           'data': {'volume_id': 'vol-1', 'bdev': lvol,

@@ -174,8 +174,9 @@ class TestLocalLayer(SerialCase):
         self.addCleanup(faulty.client.close)
         props = self.props()
         proxy.fail('bdev_raid_create', 'cut_after')
-        self.assertRaises(spdk_exc.SpdkTransportError,
-                          faulty.connect_volume, props)
+        err = self.assertRaises(errors.TargetError,
+                                faulty.connect_volume, props)
+        self.assertIsInstance(err.__cause__, spdk_exc.SpdkTransportError)
         self.assertEqual([], self.raids())
         self.assertEqual(VOLUME_A, self.exposed(self.connect(props)))
 

@@ -9,7 +9,7 @@ really caused, not which method it called.
 from nova import objects
 from nova.virt.libvirt import config as vconfig
 
-from os_brick_connector import connector
+from os_brick_connector import properties
 
 objects.register_all()
 
@@ -25,8 +25,8 @@ class FakeConnector(object):
     @staticmethod
     def name(props):
         """The real connector's controller name for these properties."""
-        return connector.controller_name(props['volume_id'],
-                                         props.get('attached_to'))
+        return properties.controller_name(props['volume_id'],
+                                          props.get('attached_to'))
 
     def connect_volume(self, props):
         name = self.name(props)

@@ -1,9 +1,9 @@
 """Connector checks that need no SPDK target: names and properties."""
 
-from os_brick_connector import connector
 from os_brick_connector import connector_errors as errors
 from os_brick_connector import nvme_auth
 from os_brick_connector import nvme_initiator
+from os_brick_connector import properties
 from tests import base
 
 VOLUME = '6a1c7b8e-0d2f-4c3e-9a51-0a2b3c4d5e6f'
@@ -12,12 +12,12 @@ VOLUME = '6a1c7b8e-0d2f-4c3e-9a51-0a2b3c4d5e6f'
 class TestNames(base.TestCase):
 
     def test_controller_name_comes_from_the_volume_id(self):
-        self.assertEqual('vhost-' + VOLUME, connector.controller_name(VOLUME))
+        self.assertEqual('vhost-' + VOLUME, properties.controller_name(VOLUME))
 
     def test_unsafe_volume_ids_are_refused(self):
         for bad in ('../etc/passwd', 'a/b', '', None, 'x' * 65, 'a b'):
             self.assertRaises(errors.InvalidConnectionProperties,
-                              connector.controller_name, bad)
+                              properties.controller_name, bad)
 
     def test_nvme_name_is_the_volume_id(self):
         """Its namespace bdev, <id>n1, is the disk serial the guest sees."""
@@ -37,7 +37,7 @@ class TestNames(base.TestCase):
 
 class TestProperties(base.TestCase):
 
-    check = staticmethod(connector.SpdkVhostConnector._check_properties)
+    check = properties.ConnectionProperties
 
     def test_valid(self):
         self.check({'volume_id': VOLUME, 'transport': 'local', 'bdev': 'b',
@@ -74,25 +74,28 @@ class TestProperties(base.TestCase):
 class TestMultiattachNames(base.TestCase):
 
     def test_one_controller_per_guest(self):
-        first = connector.controller_name(VOLUME, 'guest-1')
-        second = connector.controller_name(VOLUME, 'guest-2')
+        first = properties.controller_name(VOLUME, 'guest-1')
+        second = properties.controller_name(VOLUME, 'guest-2')
         self.assertNotEqual(first, second)
         for name in (first, second):
             self.assertTrue(name.startswith('vhost-%s.' % VOLUME))
             # Short enough for a socket path (sun_path: 107 bytes).
             self.assertEqual(len('vhost-') + 36 + 1 + 12, len(name))
-        self.assertEqual(first, connector.controller_name(VOLUME, 'guest-1'))
+        self.assertEqual(first, properties.controller_name(VOLUME, 'guest-1'))
         # Without a guest, the single-attach name is unchanged.
-        self.assertEqual('vhost-' + VOLUME, connector.controller_name(VOLUME))
+        self.assertEqual('vhost-' + VOLUME, properties.controller_name(VOLUME))
 
     def test_bad_guest_refused(self):
         for bad in ('', 5, b'x'):
             self.assertRaises(errors.InvalidConnectionProperties,
-                              connector.controller_name, VOLUME, bad)
+                              properties.controller_name, VOLUME, bad)
         props = {'volume_id': VOLUME, 'transport': 'local', 'bdev': 'b'}
-        connector.SpdkVhostConnector._check_properties(
+        parsed = properties.ConnectionProperties(
             dict(props, attached_to='6f0b4d53-2a3e-4a5b-9d8e-0c1d2e3f4a5b'))
+        self.assertTrue(parsed.controller.startswith('vhost-%s.' % VOLUME))
+        self.assertTrue(parsed.is_local)
+        self.assertEqual('b', parsed['bdev'])
         for bad in ('a/b', '', 'x' * 256, 3):
             self.assertRaises(errors.InvalidConnectionProperties,
-                              connector.SpdkVhostConnector._check_properties,
+                              properties.ConnectionProperties,
                               dict(props, attached_to=bad))

@@ -22,6 +22,7 @@ from os_brick_connector import connector
 from os_brick_connector import connector_errors as errors
 from os_brick_connector import exception as spdk_exc
 from os_brick_connector import frontend_qos
+from os_brick_connector import properties
 from os_brick_connector import validation
 from tests import base
 from tests import fuzz
@@ -32,7 +33,7 @@ FUZZ = settings(max_examples=300, deadline=None)
 
 def _valid(props):
     try:
-        validation.check_properties(props, connector._VOLUME_ID)
+        validation.check_properties(props, properties.VOLUME_ID)
     except errors.InvalidConnectionProperties:
         return False
     return True
@@ -57,7 +58,9 @@ class FuzzCase(base.TestCase):
         except errors.InvalidConnectionProperties:
             self.assertEqual([], self.client.calls)
             return 'refused'
-        except spdk_exc.TargetUnreachable:
+        except errors.TargetError as err:
+            # Only os-brick exceptions leave the connector.
+            self.assertIsInstance(err.__cause__, spdk_exc.TargetUnreachable)
             return 'sent'
         self.fail('%s returned without reaching the target' % func)
 

@@ -8,7 +8,7 @@ from oslo_config import fixture as config_fixture
 from nova_vhost_user import brick
 from nova_vhost_user import exception as vhost_exception
 from nova_vhost_user import volume
-from os_brick_connector import connector
+from os_brick_connector import properties
 from tests import base
 from tests.nova.unit import nova_fakes as fakes
 
@@ -116,7 +116,7 @@ class TestVolumeDriver(base.TestCase):
         self.assertEqual(2, len(set(paths)))
         for path, uuid in zip(paths, UUIDS):
             self.assertEqual(
-                '/var/tmp/vhost/' + connector.controller_name('vol-1', uuid),
+                '/var/tmp/vhost/' + properties.controller_name('vol-1', uuid),
                 path)
         # Same alias (the volume's) in each guest; no <shareable/>.
         self.assertEqual(['ua-vol-1'] * 2,
@@ -126,7 +126,7 @@ class TestVolumeDriver(base.TestCase):
         self.assertEqual(2 << 30, self.driver.extend_volume(
             conns[1], insts[1], 2 << 30))
         self.driver.disconnect_volume(conns[0], insts[0])
-        self.assertEqual([connector.controller_name('vol-1', UUIDS[1])],
+        self.assertEqual([properties.controller_name('vol-1', UUIDS[1])],
                          list(self.connector.controllers))
         self.driver.disconnect_volume(conns[1], insts[1])
         self.assertEqual({}, self.connector.controllers)
