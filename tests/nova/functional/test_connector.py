@@ -23,6 +23,7 @@ from os_brick_connector import exception as spdk_exc
 from os_brick_connector import host_identity
 from os_brick_connector import nvme_initiator
 from os_brick_connector import privileged
+from os_brick_connector import reconnect
 from testbed import net
 from tests import base
 from tests.nova import fake_sysfs
@@ -300,7 +301,8 @@ class TestNumaPlacement(ConnectorTestCase):
             None, conf=self.conf)
         # What Cinder reads, and nothing else.
         self.assertEqual({host_identity.HOST_NQN: HOST_NQN,
-                          host_identity.TARGET_ID: socket.gethostname()},
+                          host_identity.TARGET_ID: socket.gethostname(),
+                          reconnect.KEY: reconnect.from_conf(self.conf)},
                          props)
 
 
@@ -344,7 +346,8 @@ class RemoteTestCase(ConnectorTestCase):
 class TestTcpConnect(RemoteTestCase):
 
     def test_connect_then_disconnect(self):
-        self.cfg.config(group=GROUP, nvme_ctrlr_loss_timeout_sec=30)
+        self.cfg.config(group=GROUP, nvme_ctrlr_loss_timeout_sec=30,
+                        nvme_fast_io_fail_timeout_sec=10)
         props = self.export(VOLUME_A)
         info = self.connect(props)
         nvme = nvme_initiator.controller_name(props)
