@@ -8,6 +8,7 @@ and the connection_info of one volume for the attach measurements.
 """
 
 import argparse
+import collections
 import json
 import os
 import sys
@@ -82,6 +83,36 @@ class CinderOps(object):
             self.drv.delete_volume(vol)
         return {op: timing.summarise(s) for op, s in samples.items()}
 
+    def at_scale(self, repeats):
+        """Each operation at the pool as it is, and get_volume_stats.
+
+        The pool's other volumes were made before (not measured); what
+        is made here is deleted again, so the pool is left as found.
+        """
+        samples = collections.defaultdict(list)
+        connector = {'spdk_target_id': TARGET_ID, 'host': 'bench'}
+        for _ in range(repeats):
+            vol = self.volume(1)
+            samples['create'].append(self.timed(self.drv.create_volume, vol))
+            snap = self.snapshot(vol)
+            samples['snapshot'].append(
+                self.timed(self.drv.create_snapshot, snap))
+            clone = self.volume(1)
+            samples['clone_from_snapshot'].append(self.timed(
+                self.drv.create_volume_from_snapshot, clone, snap))
+            samples['initialize_connection'].append(self.timed(
+                self.drv.initialize_connection, clone, connector))
+            samples['terminate_connection'].append(self.timed(
+                self.drv.terminate_connection, clone, connector))
+            samples['get_volume_stats'].append(self.timed(
+                self.drv.get_volume_stats, True))
+            samples['delete'].append(self.timed(self.drv.delete_volume,
+                                                clone))
+            samples['delete_snapshot'].append(self.timed(
+                self.drv.delete_snapshot, snap))
+            self.drv.delete_volume(vol)
+        return {op: timing.summarise(s) for op, s in samples.items()}
+
     def connection(self, size_gib, repeats):
         """initialize/terminate_connection for a local (same-target) host."""
         vol = self.volume(size_gib)
@@ -98,6 +129,16 @@ class CinderOps(object):
                       'terminate_connection': timing.summarise(term)}
 
 
+def _measure(ops, args):
+    if args.at_scale:
+        return ops.at_scale(args.repeats)
+    result = {'by_size': {str(size): ops.sizes(size, args.repeats)
+                          for size in args.sizes}}
+    info, result['connection'] = ops.connection(args.sizes[0], args.repeats)
+    result['connection_info'] = info
+    return result
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--socket', required=True,
@@ -106,6 +147,9 @@ def main(argv=None):
     parser.add_argument('--sizes', type=int, nargs='+', default=[1, 64],
                         help='volume sizes in GiB')
     parser.add_argument('--repeats', type=int, default=1)
+    parser.add_argument('--at-scale', action='store_true',
+                        help='only the operations at the pool as it is '
+                             '(tools.bench.scale fills it)')
     args = parser.parse_args(argv)
     objects.register_all()
     with tempfile.TemporaryDirectory(prefix='bench-cinder-') as tmp:
@@ -115,14 +159,9 @@ def main(argv=None):
             drv = make_driver(counter.path, args.lvstore,
                               os.path.join(tmp, 'spdk-config.json'))
             try:
-                drv.saver.save()  # a deployed target has its file
-                ops = CinderOps(drv, counter, args.lvstore)
-                result = {'by_size': {str(size): ops.sizes(size,
-                                                           args.repeats)
-                                      for size in args.sizes}}
-                info, result['connection'] = ops.connection(
-                    args.sizes[0], args.repeats)
-                result['connection_info'] = info
+                drv.pools.saver.save()  # a deployed target has its file
+                result = _measure(CinderOps(drv, counter, args.lvstore),
+                                  args)
             finally:
                 drv.client.close()
     json.dump(result, sys.stdout)

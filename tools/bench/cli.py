@@ -18,6 +18,7 @@ from tools.bench import modes
 from tools.bench import profiles
 from tools.bench import qos
 from tools.bench import report
+from tools.bench import scale
 from tools.bench import target
 
 EXPERIMENTS = {
@@ -25,6 +26,7 @@ EXPERIMENTS = {
     'qos_isolation': qos.isolation,
     'qos_accuracy': qos.accuracy,
     'control_plane': control.run,
+    'scale': scale.run,
     'modes': modes.run,
 }
 TCG_LABEL = 'real SPDK target, TCG guest: not hardware numbers'

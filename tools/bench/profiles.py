@@ -16,6 +16,8 @@ Profile = collections.namedtuple('Profile', [
     'repeats',          # control plane: repetitions per operation
     'attach_counts',    # N volumes attached to one host
     'idle_seconds',     # modes: CPU of an idle target measured over this
+    'scale_pools',      # scale: volumes already in the pool
+    'scale_controllers',  # scale: controllers already on the target
 ])
 
 FULL = Profile(
@@ -24,7 +26,8 @@ FULL = Profile(
     iops_limits=(1000, 2000, 5000, 10000, 20000, 50000, 100000),
     bw_limits=(10, 50, 100, 500),
     volume_sizes_gib=(1, 64), repeats=5, attach_counts=(1, 2, 4, 8, 16, 32),
-    idle_seconds=5)
+    idle_seconds=5, scale_pools=(10, 100, 1000),
+    scale_controllers=(1, 10, 100))
 
 # Every experiment and every figure, each as short as still gives a
 # number: a functional check, never a performance measurement.
@@ -33,6 +36,6 @@ QUICK = Profile(
     victim_rate=50, aggressor_limit=1000,
     iops_limits=(1000, 10000, 100000), bw_limits=(10,),
     volume_sizes_gib=(1, 64), repeats=1, attach_counts=(1, 2, 4),
-    idle_seconds=2)
+    idle_seconds=2, scale_pools=(10, 200), scale_controllers=(1, 10))
 
 PROFILES = {p.name: p for p in (FULL, QUICK)}

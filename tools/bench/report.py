@@ -191,6 +191,33 @@ def _md_control(res):
                   'controllers per reactor'], scale))
 
 
+def _md_scale(res):
+    pools = [str(p) for p in res['pools']]
+    ctrls = [str(c) for c in res['controllers']]
+    rows = [[op, pool, r['seconds_median'] * 1000, r['rpc_calls'],
+             r['reply_bytes']]
+            for op in res['cinder'][pools[0]]
+            for pool in pools for r in [res['cinder'][pool][op]]]
+    rows += [[op, '%s, %s ctrls' % (pool, ctrl), r['seconds_median'] * 1000,
+              r['rpc_calls'], r['reply_bytes']]
+             for op in ('attach', 'detach') for pool in pools
+             for ctrl in ctrls for r in [res['connector'][pool][ctrl][op]]]
+    ratios = [[op, _fmt(r['seconds_median'], 2), _fmt(r['rpc_calls'], 2),
+               _fmt(r['reply_bytes'], 2),
+               'yes' if res['verdicts'][op]['within_limit'] else 'NO',
+               ', '.join('%s %d -> %d' % (m, a, b) for m, (a, b) in
+                         r['growing_calls'].items()) or '-']
+              for op, r in sorted(res['ratios'].items())]
+    return (['## Scale', '',
+             'Pools of %s volumes; %s controllers on the target.'
+             % (', '.join(pools), ', '.join(ctrls)), '']
+            + _table(['operation', 'pool', 'ms (median)', 'JSON-RPC calls',
+                      'reply bytes'], rows)
+            + ['Ratios, largest / smallest (limit %s):' % res['limit'], '']
+            + _table(['operation', 'time', 'calls', 'reply bytes',
+                      'within limit', 'replies that grew (bytes)'], ratios))
+
+
 def _md_modes(res):
     idle = [[app, ', '.join(res['idle'][app]['poll']['holds'])]
             + [res['idle'][app][m][k] * 100
@@ -224,7 +251,7 @@ def _md_modes(res):
 
 MARKDOWN = {'dataplane': _md_dataplane, 'qos_isolation': _md_isolation,
             'qos_accuracy': _md_accuracy, 'control_plane': _md_control,
-            'modes': _md_modes}
+            'scale': _md_scale, 'modes': _md_modes}
 
 
 def write_markdown(results, out_dir):
