@@ -22,7 +22,7 @@ PNG = b'\x89PNG\r\n\x1a\n'
 
 
 class QuickBenchTest(base.TestCase):
-    """One run (about three minutes), checked from every side."""
+    """One run (about four minutes), checked from every side."""
 
     def test_quick_run_gives_every_figure(self):
         self.useFixture(fixtures.Timeout(900, gentle=True))
@@ -56,8 +56,15 @@ class QuickBenchTest(base.TestCase):
                 res['qos_isolation'][phase]['victim']['lat_p99_us'], 0)
         self.assertEqual({'rw_ios_per_sec': 1000},
                          res['qos_isolation']['aggressor_limits_set'])
-        limits = [p['limit'] for p in res['qos_accuracy']['iops']]
-        self.assertEqual([1000, 10000, 100000], limits)
+        self.assertIsNotNone(
+            res['qos_isolation']['victim_p99_capped_over_alone'])
+        for consumer in ('front-end', 'back-end'):
+            points = res['qos_accuracy'][consumer]
+            self.assertEqual([1000, 10000, 100000],
+                             [p['limit'] for p in points['iops']])
+            self.assertEqual([10], [p['limit'] for p in points['bandwidth']])
+            for point in points['iops'] + points['bandwidth']:
+                self.assertGreater(point['achieved'], 0, (consumer, point))
         control = res['control_plane']
         for size in ('1', '64'):
             for op in ('create', 'snapshot', 'clone_from_snapshot',
@@ -74,7 +81,37 @@ class QuickBenchTest(base.TestCase):
                               if figures['over_enforced']], trips)
         self.assertEqual([1, 2, 4], [p['volumes'] for p in
                                      control['scaling']['points']])
+        self.check_scale(res['scale'])
         self.check_modes(res['modes'])
+
+    def check_scale(self, scale):
+        # Calls and reply bytes per operation, largest vs smallest pool
+        # and controller count: figures that must hold, even under TCG
+        # (the time is only reported). The baseline can only go down.
+        self.assertEqual([10, 200], scale['pools'])
+        self.assertEqual([1, 10], scale['controllers'])
+        for pool in scale['pools']:
+            held = scale['on_target'][str(pool)]
+            self.assertGreaterEqual(held['bdevs'], pool)
+            self.assertGreaterEqual(held['controllers'], 1)
+            ops = scale['cinder'][str(pool)]
+            for op in ('create', 'snapshot', 'clone_from_snapshot',
+                       'delete', 'get_volume_stats'):
+                self.assertGreater(ops[op]['rpc_calls'], 0, (pool, op))
+                self.assertGreater(ops[op]['reply_bytes'], 0, (pool, op))
+            for count in scale['controllers']:
+                self.assertIn('vhost_create_blk_controller',
+                              scale['connector'][str(pool)][str(count)]
+                              ['attach']['rpc'])
+        verdicts = scale['verdicts']
+        self.assertLessEqual(
+            {'create', 'snapshot', 'clone_from_snapshot', 'delete',
+             'get_volume_stats', 'attach', 'detach',
+             'attach_vs_controllers', 'detach_vs_controllers'},
+            set(verdicts))
+        self.assertEqual({}, {op: (v['over_enforced'], scale['ratios'][op])
+                              for op, v in verdicts.items()
+                              if v['over_enforced']})
 
     def check_modes(self, modes):
         self.assertEqual({'spdk_tgt', 'vhost', 'nvmf_tgt'},
@@ -99,12 +136,12 @@ class QuickBenchTest(base.TestCase):
 
     def check_files(self):
         for name in ('dataplane', 'qos_isolation', 'qos_accuracy',
-                     'control_plane', 'modes'):
+                     'control_plane', 'scale', 'modes'):
             with open(os.path.join(self.out, name + '.png'), 'rb') as f:
                 self.assertEqual(PNG, f.read(8), name)
         with open(os.path.join(self.out, 'summary.md')) as f:
             summary = f.read()
         self.assertIn(cli.TCG_LABEL, summary)
         for title in ('Data plane', 'QoS isolation', 'QoS accuracy',
-                      'Control plane', 'Poll vs interrupt mode'):
+                      'Control plane', 'Scale', 'Poll vs interrupt mode'):
             self.assertIn('## ' + title, summary)

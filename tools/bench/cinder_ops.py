@@ -21,6 +21,7 @@ from cinder.tests.unit import fake_snapshot
 from cinder.tests.unit import fake_volume
 from oslo_concurrency import lockutils
 
+from cinder_spdk_vhost import qos as spdk_qos
 from testbed import cinder_standalone as standalone
 from tools.bench import rpc_counter
 from tools.bench import timing
@@ -130,6 +131,11 @@ class CinderOps(object):
 
 
 def _measure(ops, args):
+    if args.apply_qos:
+        alias, size, spec = args.apply_qos
+        limits = spdk_qos.to_limits(json.loads(spec), int(size))
+        ops.drv.pools.apply_qos(alias, limits)
+        return limits
     if args.at_scale:
         return ops.at_scale(args.repeats)
     result = {'by_size': {str(size): ops.sizes(size, args.repeats)
@@ -147,6 +153,10 @@ def main(argv=None):
     parser.add_argument('--sizes', type=int, nargs='+', default=[1, 64],
                         help='volume sizes in GiB')
     parser.add_argument('--repeats', type=int, default=1)
+    parser.add_argument('--apply-qos', nargs=3,
+                        metavar=('LVOL', 'SIZE_GIB', 'SPEC_JSON'),
+                        help='only put a back-end QoS spec in force on an '
+                             'lvol, as retype does (tools.bench.qos)')
     parser.add_argument('--at-scale', action='store_true',
                         help='only the operations at the pool as it is '
                              '(tools.bench.scale fills it)')

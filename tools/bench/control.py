@@ -51,18 +51,23 @@ class ControlPlaneError(Exception):
     """The Cinder-side subprocess failed."""
 
 
-def cinder_side(bench, profile):
+def cinder_ops(bench, *args, timeout=600):
+    """Run :mod:`tools.bench.cinder_ops` on the bench's target; its JSON."""
     cmd = [sys.executable, '-m', 'tools.bench.cinder_ops',
            '--socket', bench.target.socket_path,
-           '--lvstore', bench.ensure_lvstore(),
-           '--repeats', str(profile.repeats), '--sizes'] + [
-               str(s) for s in profile.volume_sizes_gib]
+           '--lvstore', bench.ensure_lvstore()] + [str(a) for a in args]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True,
-                          timeout=600)
+                          timeout=timeout)
     if proc.returncode:
-        raise ControlPlaneError('cinder_ops failed (rc=%d): %s'
-                                % (proc.returncode, proc.stderr[-3000:]))
+        raise ControlPlaneError('cinder_ops %s failed (rc=%d): %s'
+                                % (' '.join(cmd[5:]), proc.returncode,
+                                   proc.stderr[-3000:]))
     return json.loads(proc.stdout)
+
+
+def cinder_side(bench, profile):
+    return cinder_ops(bench, '--repeats', profile.repeats, '--sizes',
+                      *profile.volume_sizes_gib)
 
 
 def attach_detach(bench, props, repeats):

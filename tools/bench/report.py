@@ -9,6 +9,7 @@ from matplotlib import pyplot  # noqa: E402,I202 (after the backend)
 
 from tools.bench import dataplane  # noqa: E402
 from tools.bench import modes  # noqa: E402
+from tools.bench import qos  # noqa: E402
 
 PATHS = (dataplane.BASELINE, dataplane.VHOST)
 
@@ -66,13 +67,16 @@ def plot_isolation(res, out_dir, label):
 def plot_accuracy(res, out_dir, label):
     fig, axes = pyplot.subplots(1, 2, figsize=(10, 4))
     for ax, key in zip(axes, ('iops', 'bandwidth')):
-        points = res[key]
-        ax.plot([p['limit'] for p in points],
-                [p['percent_of_limit'] for p in points], 'o-')
+        for consumer in qos.SETTERS:
+            points = res[consumer][key]
+            ax.plot([p['limit'] for p in points],
+                    [p['percent_of_limit'] for p in points], 'o-',
+                    label=consumer)
         ax.axhline(100, color='grey', linestyle=':')
         ax.set_xscale('log')
-        ax.set_xlabel('limit (%s)' % (points[0]['unit'] if points else ''))
+        ax.set_xlabel('limit (%s)' % ('IOPS' if key == 'iops' else 'MiB/s'))
         ax.set_ylabel('achieved, % of limit')
+        ax.legend(fontsize=7)
     return _save(fig, out_dir, 'qos_accuracy', label)
 
 
@@ -97,6 +101,18 @@ def plot_control(res, out_dir, label):
     return _save(fig, out_dir, 'control_plane', label)
 
 
+def plot_scale(res, out_dir, label):
+    ops = sorted(res['ratios'])
+    fig, ax = pyplot.subplots(figsize=(11, 4))
+    _bars(ax, ops, {key: [res['ratios'][op][key] for op in ops]
+                    for key in ('seconds_median', 'rpc_calls',
+                                'reply_bytes')},
+          'largest / smallest')
+    ax.axhline(res['limit'], color='grey', linestyle=':')
+    ax.set_yscale('log')
+    return _save(fig, out_dir, 'scale', label)
+
+
 def plot_modes(res, out_dir, label):
     fig, axes = pyplot.subplots(1, 2, figsize=(11, 4))
     apps = list(res['idle'])
@@ -112,7 +128,7 @@ def plot_modes(res, out_dir, label):
 
 PLOTS = {'dataplane': plot_dataplane, 'qos_isolation': plot_isolation,
          'qos_accuracy': plot_accuracy, 'control_plane': plot_control,
-         'modes': plot_modes}
+         'scale': plot_scale, 'modes': plot_modes}
 
 
 def write_plots(results, out_dir):
@@ -153,22 +169,28 @@ def _md_isolation(res):
              res[phase].get('aggressor', {}).get('iops')]
             for phase in ('alone', 'no_qos', 'qos')]
     return (['## QoS isolation', '',
-             'Aggressor limit: %s IOPS; victim reads at %s IOPS.'
-             % (res['aggressor_limit_iops'], res['victim_rate_iops']), '']
+             'Aggressor limit: %s IOPS; victim reads at %s IOPS. Victim '
+             'p99 with the aggressor capped / alone: %s (at most %s).'
+             % (res['aggressor_limit_iops'], res['victim_rate_iops'],
+                _fmt(res['victim_p99_capped_over_alone'], 2),
+                _fmt(1 + res['isolation'], 2)), '']
             + _table(['phase', 'victim p99 us', 'victim IOPS',
                       'aggressor IOPS'], rows))
 
 
 def _md_accuracy(res):
-    rows = [[p['limit'], p['unit'], p['achieved'], p['percent_of_limit'],
-             'yes' if p['reachable'] else 'no (above the path)']
-            for p in res['iops'] + res['bandwidth']]
+    rows = [[consumer, p['limit'], p['unit'], p['achieved'],
+             p['percent_of_limit'],
+             ('yes' if p['within_accuracy'] else 'NO')
+             if p['reachable'] else 'unreachable']
+            for consumer in qos.SETTERS
+            for p in res[consumer]['iops'] + res[consumer]['bandwidth']]
     return (['## QoS accuracy', '',
              'Unthrottled: %s IOPS, %s MiB/s.'
              % (_fmt(res['unthrottled_iops']),
                 _fmt(res['unthrottled_mib_s'])), '']
-            + _table(['limit', 'unit', 'achieved', '% of limit',
-                      'reachable'], rows))
+            + _table(['spec', 'limit', 'unit', 'achieved', '% of limit',
+                      'within %d%%' % round(res['accuracy'] * 100)], rows))
 
 
 def _md_control(res):

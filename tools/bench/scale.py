@@ -13,9 +13,6 @@ that must hold (issue 16: at most 1.2); calls and reply bytes do not
 depend on the machine, so CI checks those and only reports the time.
 """
 
-import json
-import subprocess
-import sys
 import uuid
 
 from tools.bench import control
@@ -75,24 +72,21 @@ class Host(object):
         self.admin.call('vhost_delete_controller', {'ctrlr': name})
         self.admin.call('bdev_null_delete', {'name': name})
 
+    def census(self):
+        """What the target holds: the proof that the pool was filled."""
+        return {'bdevs': len(self.admin.call('bdev_get_bdevs')),
+                'controllers': len(self.admin.call('vhost_get_controllers'))}
+
     def clear(self):
         self.controllers_to(0)
         while self.volumes:
             self.admin.bdev_lvol_delete(self.volumes.pop())
 
 
-def cinder_at_scale(bench, lvstore, repeats):
+def cinder_at_scale(bench, repeats):
     """Cinder's operations at the pool as it is, from the subprocess."""
-    cmd = [sys.executable, '-m', 'tools.bench.cinder_ops', '--at-scale',
-           '--socket', bench.target.socket_path, '--lvstore', lvstore,
-           '--repeats', str(repeats)]
-    proc = subprocess.run(cmd, cwd=control.REPO, capture_output=True,
-                          text=True, timeout=900)
-    if proc.returncode:
-        raise control.ControlPlaneError(
-            'cinder_ops --at-scale failed (rc=%d): %s'
-            % (proc.returncode, proc.stderr[-3000:]))
-    return json.loads(proc.stdout)
+    return control.cinder_ops(bench, '--at-scale', '--repeats', repeats,
+                              timeout=900)
 
 
 def attach_detach(bench, host, repeats):
@@ -183,14 +177,15 @@ def run(bench, profile):
     pools = sorted(profile.scale_pools)
     ctrls = sorted(profile.scale_controllers)
     result = {'pools': pools, 'controllers': ctrls, 'limit': LIMIT,
-              'cinder': {}, 'connector': {}}
+              'cinder': {}, 'connector': {}, 'on_target': {}}
     host = Host(bench)
     try:
         for pool in pools:
             host.fill(pool)
             host.controllers_to(ctrls[0])
+            result['on_target'][str(pool)] = host.census()
             result['cinder'][str(pool)] = cinder_at_scale(
-                bench, host.lvstore, profile.repeats)
+                bench, profile.repeats)
             by_ctrls = result['connector'][str(pool)] = {}
             for count in ctrls:
                 host.controllers_to(count)
