@@ -30,9 +30,9 @@ In order, stopping at the first failure:
 If 5 or 6 fails, the new process is stopped and the previous binary
 started again the same way (rollback), and the command exits 1 saying
 what failed; 2 if the rollback failed too. The target runs detached, its
-output appended to ``--log``. Under systemd, the unit's own restart is
-the supported path (see the upgrade guide): this command starts the
-target outside any unit.
+output appended to ``--log``; with ``--systemd-unit`` the unit runs it
+instead, through a drop-in that sets its ``SPDK_DIR`` (see
+:mod:`systemd_unit`).
 """
 
 import argparse
@@ -49,6 +49,7 @@ from os_brick_connector import reconnect
 from os_brick_connector import saved_config
 from os_brick_connector import spdk_rpc
 from os_brick_connector import spdk_version
+from os_brick_connector import systemd_unit
 from os_brick_connector import target_inventory
 
 STORAGE_APPS = ('nvmf_tgt', 'spdk_tgt')
@@ -150,6 +151,52 @@ class Target(object):
                 start_new_session=True, close_fds=True)
         return self.process.pid
 
+    def finish(self, tree):
+        """Nothing to keep: the next start is again the command's."""
+
+
+class UnitTarget(Target):
+    """A target its systemd unit runs, replaced through the unit.
+
+    See :mod:`systemd_unit`. The unit must load ``saved`` (``--json``),
+    the file the command saves the config to.
+    """
+
+    def __init__(self, pid, saved, unit):
+        super().__init__(pid, saved, 'journalctl -u %s' % unit.name)
+        with open('/proc/%d/cmdline' % pid, 'rb') as src:
+            argv = [a.decode() for a in src.read().split(b'\0') if a]
+        loads = [b for a, b in zip(argv, argv[1:])
+                 if a in ('--json', '-c', '--config')]
+        if loads != [saved]:
+            raise UpgradeError(
+                'unit %s starts the target with --json %s, not the '
+                '--saved-config %s; nothing was stopped'
+                % (unit.name, ' '.join(loads) or '(none)', saved))
+        self.unit = unit
+        self._stop_set = False
+
+    def stop(self, timeout):
+        """``systemctl stop``, without the unit's own ExecStop save."""
+        if not self._stop_set:
+            self.unit.set()
+            self._stop_set = True
+        self.unit.systemctl('stop', self.unit.name)
+
+    def start(self, tree):
+        """``systemctl start`` with SPDK_DIR set to ``tree``."""
+        self.unit.set(tree)
+        self.process = systemd_unit.UnitProcess(self.unit)
+        self.unit.systemctl('start', self.unit.name)
+        return self.process.pid
+
+    def finish(self, tree):
+        """Keep ``tree`` for the unit's next starts, or drop the drop-in."""
+        if tree == self.tree:
+            self.unit.remove()
+        else:
+            self.unit.set(tree, own_stop=True)
+
 
 def _with_json(args, saved):
     """``args`` loading ``saved`` with --json (replacing any other)."""
@@ -197,7 +244,7 @@ class Upgrade(object):
 
     def __init__(self, rpc_socket, saved, new_tree, pid=None,
                  timeout=reconnect.UPGRADE_TIMEOUT, force=False,
-                 log_path=None, say=print):
+                 log_path=None, say=print, unit=None):
         self.rpc_socket = rpc_socket
         self.saved = saved
         self.new_tree = new_tree
@@ -207,7 +254,10 @@ class Upgrade(object):
         pid = pid or socket_owner(rpc_socket)
         if not pid:
             raise UpgradeError('no process listens on %s' % rpc_socket)
-        self.target = Target(pid, saved, log_path or saved + '.log')
+        if unit is not None:
+            self.target = UnitTarget(pid, saved, unit)
+        else:
+            self.target = Target(pid, saved, log_path or saved + '.log')
         self.client = spdk_rpc.SpdkClient(rpc_socket, timeout=10.0,
                                           connect_retries=0)
         self.stall = None
@@ -246,6 +296,7 @@ class Upgrade(object):
             problem = self._bring_up(self.new_tree, before)
             if problem is None:
                 self.stall = time.monotonic() - stopped
+                self.target.finish(self.new_tree)
                 self.say('upgraded: every object back, target answering '
                          '%.2f s after the stop' % self.stall)
                 return self.target.process.pid
@@ -253,6 +304,7 @@ class Upgrade(object):
                      % (problem, self.target.tree))
             self.target.stop(self.timeout)
             again = self._bring_up(self.target.tree, before)
+            self.target.finish(self.target.tree)
             if again is not None:
                 raise RollbackFailed(
                     'upgrade failed (%s) and so did the rollback (%s): '
@@ -303,11 +355,12 @@ class Upgrade(object):
 
     def _bring_up(self, tree, before):
         """Start ``tree``; None once it lists ``before``, else why not."""
+        # From before the start: a unit's start may block until then.
+        deadline = time.monotonic() + self.timeout
         try:
             self.target.start(tree)
-        except OSError as err:
+        except (OSError, systemd_unit.UnitError) as err:
             return 'cannot start: %s' % err
-        deadline = time.monotonic() + self.timeout
         problems = ['it never answered']
         while time.monotonic() < deadline:
             if self.target.process.poll() is not None:
@@ -376,6 +429,13 @@ def parse_args(argv):
                              'hosts must ride out' % (2 * reconnect.KILL_WAIT))
     parser.add_argument('--log', help='output of the new target '
                                       '(default: <saved config>.log)')
+    parser.add_argument('--systemd-unit', metavar='NAME',
+                        help='the target is this systemd unit\'s (e.g. '
+                             'spdk-nvmf.service): replace it through the '
+                             'unit, with a drop-in setting SPDK_DIR')
+    parser.add_argument('--systemd-dir', default=systemd_unit.UNIT_DIR,
+                        help='where the drop-in goes (default '
+                             '%(default)s)')
     parser.add_argument('--force', action='store_true',
                         help='upgrade a storage target even with hosts '
                              'connected whose reconnect settings are '
@@ -385,14 +445,19 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    unit = None
+    if args.systemd_unit:
+        unit = systemd_unit.Unit(args.systemd_unit, args.systemd_dir,
+                                 args.timeout)
     try:
         Upgrade(args.rpc_socket, args.saved_config, args.new_spdk_dir,
                 pid=args.pid, timeout=args.timeout, force=args.force,
-                log_path=args.log).run()
+                log_path=args.log, unit=unit).run()
     except RollbackFailed as err:
         print('spdk-vhost-upgrade: %s' % err, file=sys.stderr)
         return 2
-    except (UpgradeError, exc.SpdkRpcError, OSError) as err:
+    except (UpgradeError, exc.SpdkRpcError, OSError,
+            systemd_unit.UnitError) as err:
         print('spdk-vhost-upgrade: %s' % err, file=sys.stderr)
         return 1
     return 0

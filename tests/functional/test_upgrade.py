@@ -9,8 +9,11 @@ checks the release that answers afterwards and that every object is
 there. The command itself compares every object before and after.
 """
 
+import json
 import os
+import signal
 import stat
+import sys
 import time
 
 import fixtures
@@ -19,6 +22,7 @@ from os_brick_connector import host_settings
 from os_brick_connector import nvme_auth
 from os_brick_connector import reconnect
 from os_brick_connector import spdk_rpc
+from os_brick_connector import systemd_unit
 from os_brick_connector import target_inventory
 from os_brick_connector import upgrade
 from testbed import net
@@ -283,3 +287,121 @@ class UpgradeTest(UpgradeCase):
         self.assertIn('downgrade is refused', str(err))
         self.assertEqual(old_pid, target.pid)
         self.assertEqual(NEW, self._version(client))
+
+
+class UnitUpgradeTest(UpgradeCase):
+    """--systemd-unit, with a stand-in systemctl (fake_systemctl.py)."""
+
+    UNIT = 'spdk-vhost.service'
+
+    def setUp(self):
+        super().setUp()
+        self.systemd = os.path.join(self.tmp, 'systemd')
+        bin_dir = os.path.join(self.tmp, 'bin')
+        os.makedirs(self.systemd)
+        os.makedirs(bin_dir)
+        with open(os.path.join(bin_dir, 'systemctl'), 'w') as script:
+            script.write('#!/bin/sh\nexec %s %s "$@"\n' % (
+                sys.executable, os.path.join(os.path.dirname(__file__),
+                                             'fake_systemctl.py')))
+        os.chmod(os.path.join(bin_dir, 'systemctl'), stat.S_IRWXU)
+        self.useFixture(fixtures.EnvironmentVariable(
+            'PATH', bin_dir + os.pathsep + os.environ['PATH']))
+        self.useFixture(fixtures.EnvironmentVariable(
+            'FAKE_SYSTEMD', self.systemd))
+        self.socket = os.path.join(self.tmp, 'spdk.sock')
+        self.saved = os.path.join(self.tmp, 'spdk_tgt.json')
+        with open(self.saved, 'w') as out:
+            out.write('{"subsystems": []}\n')
+        os.mkdir(os.path.join(self.tmp, 'vhost'))
+        with open(os.path.join(self.systemd, self.UNIT + '.json'),
+                  'w') as out:
+            json.dump({'exec': [
+                '${SPDK_DIR}/build/bin/vhost', '-r', self.socket,
+                '-S', os.path.join(self.tmp, 'vhost'), '-s', '256',
+                '--disable-cpumask-locks', '-m', '0x1', '--interrupt-mode',
+                '--json', self.saved],
+                'env': {'SPDK_DIR': spdk_build.tree(OLD)},
+                'socket': self.socket,
+                'log': os.path.join(self.tmp, 'vhost.log')}, out)
+        self.unit = systemd_unit.Unit(self.UNIT, self.systemd, timeout=20)
+        self.unit.systemctl('daemon-reload')
+        self.unit.systemctl('start', self.UNIT)
+        self.addCleanup(self._kill)
+        self.client = spdk_rpc.SpdkClient(socket_path=self.socket,
+                                          timeout=30, connect_retries=5)
+        self.addCleanup(self.client.close)
+        aio = os.path.join(self.tmp, 'lvs.img')
+        with open(aio, 'wb') as out:
+            out.truncate(64 * 1024 * 1024)
+        self.client.call('bdev_aio_create', {
+            'name': 'aio0', 'filename': aio, 'block_size': 4096})
+        self.client.call('bdev_lvol_create_lvstore', {
+            'bdev_name': 'aio0', 'lvs_name': 'lvs0'})
+        lvol = self.client.call('bdev_lvol_create', {
+            'lvs_name': 'lvs0', 'lvol_name': 'vol', 'size_in_mib': 16,
+            'thin_provision': True})
+        self.client.call('vhost_create_blk_controller',
+                         {'ctrlr': 'local.vhost', 'dev_name': lvol})
+
+    def _kill(self):
+        pid = systemd_unit.UnitProcess(self.unit).pid
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+
+    def _run(self, tree):
+        pid = systemd_unit.UnitProcess(self.unit).pid
+        return upgrade.Upgrade(self.socket, self.saved, tree, pid=pid,
+                               timeout=20, say=self.said.append,
+                               unit=self.unit).run()
+
+    def _calls(self):
+        with open(os.path.join(self.systemd, 'calls.log')) as src:
+            return [line for line in src.read().splitlines()
+                    if line != 'daemon-reload']
+
+    def _drop_in(self):
+        path = os.path.join(self.systemd, self.UNIT + '.d',
+                            systemd_unit.DROP_IN)
+        if not os.path.exists(path):
+            return None
+        with open(path) as src:
+            return src.read().splitlines()[1:]
+
+    def test_upgraded_through_the_unit(self):
+        before = target_inventory.take(self.client)
+
+        self._run(spdk_build.tree(NEW))
+
+        self.assertEqual(NEW, self._version(self.client))
+        self.assertEqual([], target_inventory.differences(
+            before, target_inventory.take(self.client)))
+        # The unit was stopped without its ExecStop (the command saved
+        # the config itself) and started on the new tree, which it keeps.
+        self.assertEqual([
+            'start %s %s' % (self.UNIT, spdk_build.tree(OLD)),
+            'stop %s no ExecStop TimeoutStopSec=20' % self.UNIT,
+            'start %s %s' % (self.UNIT, spdk_build.tree(NEW))],
+            self._calls())
+        self.assertEqual(['[Service]', 'Environment=SPDK_DIR=%s'
+                          % spdk_build.tree(NEW)], self._drop_in())
+
+    def test_rolled_back_through_the_unit(self):
+        broken = self._broken_tree('vhost')
+
+        err = self.assertRaises(upgrade.RolledBack, self._run, broken)
+
+        self.assertIn('cannot start', str(err))
+        self.assertEqual(OLD, self._version(self.client))
+        self.assertEqual('start %s %s' % (self.UNIT, spdk_build.tree(OLD)),
+                         self._calls()[-1])
+        # The unit is as its own file says again.
+        self.assertIsNone(self._drop_in())
+
+    def test_unit_loading_another_config_refused(self):
+        pid = systemd_unit.UnitProcess(self.unit).pid
+        err = self.assertRaises(
+            upgrade.UpgradeError, upgrade.Upgrade, self.socket,
+            self.saved + '.other', spdk_build.tree(NEW), pid=pid,
+            unit=self.unit)
+        self.assertIn('not the --saved-config', str(err))
