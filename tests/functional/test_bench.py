@@ -82,6 +82,7 @@ class QuickBenchTest(base.TestCase):
         self.assertEqual([1, 2, 4], [p['volumes'] for p in
                                      control['scaling']['points']])
         self.check_scale(res['scale'])
+        self.check_attach_memory(res['attach_memory'])
         self.check_modes(res['modes'])
 
     def check_scale(self, scale):
@@ -112,6 +113,16 @@ class QuickBenchTest(base.TestCase):
         self.assertEqual({}, {op: (v['over_enforced'], scale['ratios'][op])
                               for op, v in verdicts.items()
                               if v['over_enforced']})
+
+    def check_attach_memory(self, res):
+        figures = res['by_memory_mib']['512']
+        self.assertNotIn('skipped', figures)
+        for step in res['steps']:
+            self.assertGreater(figures['%s_seconds_median' % step], 0, step)
+        # The memory table was seen in the target's log, after the start.
+        self.assertGreater(figures['mem_table_seconds_median'], 0)
+        self.assertIn('read message VHOST_USER_SET_MEM_TABLE',
+                      [m[1] for m in figures['samples'][0]['messages']])
 
     def check_modes(self, modes):
         self.assertEqual({'spdk_tgt', 'vhost', 'nvmf_tgt'},

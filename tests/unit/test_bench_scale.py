@@ -1,4 +1,4 @@
-"""Unit tests of the scale experiment's figures and of reply byte counts."""
+"""Unit tests of the scale and attach-memory figures, and reply bytes."""
 
 import json
 import os
@@ -8,6 +8,7 @@ import fixtures
 
 from tests import base
 from tests.unit import test_bench
+from tools.bench import attach_memory
 from tools.bench import rpc_counter
 from tools.bench import scale
 
@@ -79,3 +80,19 @@ class VerdictsTest(base.TestCase):
             for figure, value in held.items():
                 self.assertIn(figure, scale.FIGURES, op)
                 self.assertGreater(value, scale.LIMIT, (op, figure))
+
+
+class MemTableTest(base.TestCase):
+
+    def test_gap_after_the_memory_table_and_its_start(self):
+        lines = [(10.0, 'x) read message VHOST_USER_GET_FEATURES'),
+                 (10.5, 'x) read message VHOST_USER_SET_MEM_TABLE'),
+                 (10.6, 'x) guest memory region size: 0x20000000'),
+                 (11.25, 'x) read message VHOST_USER_SET_VRING_NUM')]
+        self.assertEqual((0.75, 0.5),
+                         attach_memory.mem_table_seconds(lines, 10.0))
+
+    def test_no_memory_table_yet(self):
+        lines = [(1.0, 'read message VHOST_USER_SET_MEM_TABLE')]
+        self.assertEqual((None, None),
+                         attach_memory.mem_table_seconds(lines, 0.0))

@@ -11,6 +11,7 @@ import sys
 import tempfile
 import traceback
 
+from tools.bench import attach_memory
 from tools.bench import control
 from tools.bench import dataplane
 from tools.bench import guest
@@ -27,6 +28,7 @@ EXPERIMENTS = {
     'qos_accuracy': qos.accuracy,
     'control_plane': control.run,
     'scale': scale.run,
+    'attach_memory': attach_memory.run,
     'modes': modes.run,
 }
 TCG_LABEL = 'real SPDK target, TCG guest: not hardware numbers'

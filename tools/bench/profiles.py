@@ -18,6 +18,7 @@ Profile = collections.namedtuple('Profile', [
     'idle_seconds',     # modes: CPU of an idle target measured over this
     'scale_pools',      # scale: volumes already in the pool
     'scale_controllers',  # scale: controllers already on the target
+    'attach_memory_mib',  # attach_memory: guest sizes (2 MiB hugepages)
 ])
 
 FULL = Profile(
@@ -27,7 +28,8 @@ FULL = Profile(
     bw_limits=(10, 50, 100, 500),
     volume_sizes_gib=(1, 64), repeats=5, attach_counts=(1, 2, 4, 8, 16, 32),
     idle_seconds=5, scale_pools=(10, 100, 1000),
-    scale_controllers=(1, 10, 100))
+    scale_controllers=(1, 10, 100),
+    attach_memory_mib=(512, 1024, 2048, 4096))
 
 # Every experiment and every figure, each as short as still gives a
 # number: a functional check, never a performance measurement.
@@ -36,6 +38,7 @@ QUICK = Profile(
     victim_rate=50, aggressor_limit=1000,
     iops_limits=(1000, 10000, 100000), bw_limits=(10,),
     volume_sizes_gib=(1, 64), repeats=1, attach_counts=(1, 2, 4),
-    idle_seconds=2, scale_pools=(10, 200), scale_controllers=(1, 10))
+    idle_seconds=2, scale_pools=(10, 200), scale_controllers=(1, 10),
+    attach_memory_mib=(512,))
 
 PROFILES = {p.name: p for p in (FULL, QUICK)}

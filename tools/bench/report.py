@@ -240,6 +240,23 @@ def _md_scale(res):
                       'within limit', 'replies that grew (bytes)'], ratios))
 
 
+def _md_attach_memory(res):
+    rows = []
+    for size, r in sorted(res['by_memory_mib'].items(),
+                          key=lambda i: int(i[0])):
+        if 'skipped' in r:
+            rows.append([size, 'skipped: ' + r['skipped']] + [None] * 5)
+            continue
+        rows.append([size, r['boot_seconds']] + [
+            r['%s_seconds_median' % s] * 1000
+            for s in res['steps'] + ['total']] + [r['console_seconds']
+                                                  * 1000])
+    return (['## Attach time vs guest memory', '']
+            + _table(['guest MiB', 'boot s']
+                     + ['%s ms' % s for s in res['steps']]
+                     + ['total ms', 'console ms'], rows))
+
+
 def _md_modes(res):
     idle = [[app, ', '.join(res['idle'][app]['poll']['holds'])]
             + [res['idle'][app][m][k] * 100
@@ -273,7 +290,8 @@ def _md_modes(res):
 
 MARKDOWN = {'dataplane': _md_dataplane, 'qos_isolation': _md_isolation,
             'qos_accuracy': _md_accuracy, 'control_plane': _md_control,
-            'scale': _md_scale, 'modes': _md_modes}
+            'scale': _md_scale, 'attach_memory': _md_attach_memory,
+            'modes': _md_modes}
 
 
 def write_markdown(results, out_dir):
