@@ -216,10 +216,12 @@ def _md_control(res):
 def _md_scale(res):
     pools = [str(p) for p in res['pools']]
     ctrls = [str(c) for c in res['controllers']]
-    rows = [[op, pool, r['seconds_median'] * 1000, r['rpc_calls'],
+    rows = [[op, label, r['seconds_median'] * 1000, r['rpc_calls'],
              r['reply_bytes']]
             for op in res['cinder'][pools[0]]
-            for pool in pools for r in [res['cinder'][pool][op]]]
+            for label, r in [(p, res['cinder'][p][op]) for p in pools] + [
+                ('%s, %s ctrls' % (pools[0], ctrls[-1]),
+                 res['cinder_vs_controllers'][op])]]
     rows += [[op, '%s, %s ctrls' % (pool, ctrl), r['seconds_median'] * 1000,
               r['rpc_calls'], r['reply_bytes']]
              for op in ('attach', 'detach') for pool in pools

@@ -27,6 +27,7 @@ LIMIT = 1.2
 ENFORCED = {
     # bdev_get_bdevs of every bdev on the target, for the pool's stats.
     'get_volume_stats': {'reply_bytes': 13.6},
+    'get_volume_stats_vs_controllers': {'reply_bytes': 1.5},
     # framework_get_config of the vhost_blk subsystem (saving the config
     # after the change) and vhost_get_controllers of every controller;
     # attach also framework_get_reactors, for placement.
@@ -139,9 +140,12 @@ def ratios(result):
     """Per operation: largest/smallest pool (or controller count)."""
     pools = [str(p) for p in result['pools']]
     ctrls = [str(c) for c in result['controllers']]
-    out = {op: compare(result['cinder'][pools[0]][op],
-                       result['cinder'][pools[-1]][op])
-           for op in result['cinder'][pools[0]]}
+    smallest = result['cinder'][pools[0]]
+    out = {op: compare(smallest[op], result['cinder'][pools[-1]][op])
+           for op in smallest}
+    out.update({op + '_vs_controllers': compare(
+        smallest[op], result['cinder_vs_controllers'][op])
+        for op in smallest})
     connector = result['connector']
     for op in ('attach', 'detach'):
         out[op] = compare(connector[pools[0]][ctrls[0]][op],
@@ -191,6 +195,11 @@ def run(bench, profile):
                 host.controllers_to(count)
                 by_ctrls[str(count)] = attach_detach(bench, host,
                                                      profile.repeats)
+            if pool == pools[0]:
+                # Where one target is both storage and compute, Cinder's
+                # operations also meet the guests' controllers.
+                result['cinder_vs_controllers'] = cinder_at_scale(
+                    bench, profile.repeats)
     finally:
         host.clear()
     result['ratios'] = ratios(result)
