@@ -25,8 +25,8 @@ from cinder_spdk_vhost import target_rpcs
 from os_brick_connector import exception as rpc_exc
 from os_brick_connector import host_settings
 from os_brick_connector import nvme_auth
+from os_brick_connector import properties
 from os_brick_connector import reconnect
-from os_brick_connector import volume_bdev
 
 LOG = log.getLogger(__name__)
 
@@ -85,23 +85,39 @@ class NvmfExport(object):
                      'run spdk_tgt, which has both vhost and NVMe-oF, and '
                      'set spdk_nvmf_transport' % purpose)
 
-    def users(self, lvol):
-        """Names of vhost controllers and NVMe-oF subsystems using it."""
-        names = {lvol.uuid, lvol.alias}
+    def users(self, lvol, volume_id=None):
+        """What holds the lvol for a guest: [] when nothing does.
+
+        An NVMe-oF namespace and a local attachment's layer
+        (:mod:`os_brick_connector.volume_bdev`) both claim the lvol,
+        which the lookup that found it already says, so an unused lvol
+        costs no round trip here; naming the holder costs one, on the
+        refusal path only. A vhost controller opened directly on the lvol
+        (an attachment made before the layer existed) does not claim it,
+        and SPDK would delete the lvol from under it: on a target with
+        vhost, the volume's controller is looked up by its name.
+        """
         found = []
-        if self.has_vhost:
-            # A local attachment serves the lvol through a layer named
-            # after the volume (os_brick_connector.volume_bdev).
-            names |= volume_bdev.layers_over(self.client, names)
-            for ctrlr in self.client.vhost_get_controllers():
-                block = ctrlr.get('backend_specific', {}).get('block', {})
-                if block.get('bdev') in names:
-                    found.append('vhost controller %s' % ctrlr['ctrlr'])
-        for sub in self.subsystems():
-            if any(ns.get('bdev_name') in names
-                   for ns in sub.get('namespaces') or ()):
-                found.append('NVMe-oF subsystem %s' % sub['nqn'])
+        if lvol.claimed:
+            found.append(self._claimant(lvol))
+        if self.has_vhost and volume_id is not None:
+            name = properties.controller_name(volume_id)
+            try:
+                self.client.vhost_get_controllers(name=name)
+                found.append('vhost controller %s' % name)
+            except rpc_exc.NotFound:
+                pass
         return found
+
+    def _claimant(self, lvol):
+        nqn = self.nqn(lvol.name)
+        if self.enabled:
+            try:
+                self.client.nvmf_get_subsystems(nqn=nqn)
+                return 'NVMe-oF subsystem %s' % nqn
+            except rpc_exc.NotFound:
+                pass
+        return 'a bdev that claims it (a local attachment\'s layer)'
 
     def subsystems(self):
         """The target's NVMe-oF subsystems (none without NVMe-oF)."""

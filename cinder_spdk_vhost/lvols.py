@@ -25,8 +25,8 @@ GIB = 1024 * MIB
 class Lvol(collections.namedtuple('Lvol', [
         'uuid', 'alias', 'lvs', 'name', 'block_size', 'num_blocks',
         'is_snapshot', 'clones', 'base_snapshot', 'rate_limits', 'esnap',
-        'allocated_clusters'],
-        defaults=(False, None))):
+        'allocated_clusters', 'claimed'],
+        defaults=(False, None, False))):
     """What the driver needs of one lvol bdev."""
 
     @property
@@ -94,7 +94,8 @@ def from_bdev(bdev):
                 base_snapshot=info.get('base_snapshot'),
                 rate_limits=dict(bdev.get('assigned_rate_limits') or {}),
                 esnap=bool(info.get('esnap_clone')),
-                allocated_clusters=info.get('num_allocated_clusters'))
+                allocated_clusters=info.get('num_allocated_clusters'),
+                claimed=bool(bdev.get('claimed')))
 
 
 def get(client, name):

@@ -91,7 +91,7 @@ class Pools(object):
             lvol.lvs, lvols.retired_marker_name(lvol.uuid)))
 
     def refuse_if_exported(self, lvol, volume):
-        in_use = self.exporter.users(lvol)
+        in_use = self.exporter.users(lvol, volume.id)
         if in_use:
             LOG.info('Volume %(vol)s is still exported through %(users)s',
                      {'vol': volume.id, 'users': ', '.join(in_use)})

@@ -142,11 +142,33 @@ class VolumeTest(DriverTestCase):
         self.assertEqual([], self.lvol_names())
 
     def test_delete_refused_while_vhost_exported(self):
+        """A local attachment: the connector's layer claims the lvol."""
+        volume = self.created()
+        self.rpc('bdev_raid_create', {
+            'name': volume.id, 'raid_level': 'raid0', 'strip_size_kb': 4,
+            'base_bdevs': [self.alias(volume)]})
+        self.addCleanup(self.target.call, 'bdev_raid_delete',
+                        {'name': volume.id})
+        self.rpc('vhost_create_blk_controller',
+                 {'ctrlr': 'vhost-' + volume.id, 'dev_name': volume.id})
+        self.addCleanup(self.target.call, 'vhost_delete_controller',
+                        {'ctrlr': 'vhost-' + volume.id})
+        self.assertRaises(exception.VolumeIsBusy,
+                          self.driver.delete_volume, volume)
+        self.assertEqual([volume.name], self.lvol_names())
+
+    def test_delete_refused_under_a_controller_without_layer(self):
+        """An older attachment: the controller opened the lvol itself.
+
+        It does not claim the lvol, and SPDK would delete it from under
+        the guest: the driver finds the controller by its name.
+        """
         volume = self.created()
         self.rpc('vhost_create_blk_controller',
-                 {'ctrlr': 'vhost.0', 'dev_name': self.alias(volume)})
+                 {'ctrlr': 'vhost-' + volume.id,
+                  'dev_name': self.alias(volume)})
         self.addCleanup(self.target.call, 'vhost_delete_controller',
-                        {'ctrlr': 'vhost.0'})
+                        {'ctrlr': 'vhost-' + volume.id})
         self.assertRaises(exception.VolumeIsBusy,
                           self.driver.delete_volume, volume)
         self.assertEqual([volume.name], self.lvol_names())

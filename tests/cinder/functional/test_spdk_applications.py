@@ -8,6 +8,8 @@ said at once, naming the application that would serve it.
 
 from cinder import exception
 
+from os_brick_connector import properties
+from os_brick_connector import volume_bdev
 from testbed import cpu
 from testbed.guest import qemu
 from testbed import spdk_target
@@ -82,10 +84,15 @@ class HyperconvergedOnVhostTest(_Role, test_driver.DriverTestCase):
         volume, snapshot, clone, data = self.lifecycle(LOCAL)
         self.assertEqual(('local', self.alias(clone)),
                          (data['transport'], data['bdev']))
-        # What the connector does on this host: a controller on the lvol.
+        # What the connector does on this host: a controller on a layer
+        # named after the volume, over the lvol.
+        client = self.driver.client
+        layer = volume_bdev.name(clone.id)
+        volume_bdev.create(client, layer, data['lvol_uuid'])
+        ctrlr = properties.controller_name(clone.id)
         self.rpc('vhost_create_blk_controller',
-                 {'ctrlr': 'hci', 'dev_name': data['bdev']})
-        sock = self.rpc('vhost_get_controllers', {'name': 'hci'})[0]
+                 {'ctrlr': ctrlr, 'dev_name': layer})
+        sock = self.rpc('vhost_get_controllers', {'name': ctrlr})[0]
         with qemu.GuestFixture([sock['socket']]) as fixture:
             guest = fixture.guest
             guest.execute(qemu.write_pattern('vda', 0, 65536, 'hci'))
@@ -93,7 +100,8 @@ class HyperconvergedOnVhostTest(_Role, test_driver.DriverTestCase):
         # Attached, it is busy; detached, it goes.
         self.assertRaises(exception.VolumeIsBusy,
                           self.driver.delete_volume, clone)
-        self.rpc('vhost_delete_controller', {'ctrlr': 'hci'})
+        self.rpc('vhost_delete_controller', {'ctrlr': ctrlr})
+        volume_bdev.delete(client, layer)
         self.delete_all(LOCAL, volume, snapshot, clone)
 
     def test_exporting_backend_refused_at_start(self):

@@ -243,6 +243,8 @@ class FakeSpdk(spdk_rpc_bdev.FrameworkMethods,
                 'product_name': 'Logical Volume', 'block_size': BLOCK,
                 'num_blocks': lvol['size'] // BLOCK, 'uuid': lvol['uuid'],
                 'assigned_rate_limits': dict(lvol['qos']),
+                # A connector's layer and an NVMe-oF namespace claim it.
+                'claimed': self._open_channel(lvol['uuid']),
                 'driver_specific': {'lvol': info}}
 
     @staticmethod
@@ -439,10 +441,13 @@ class FakeSpdk(spdk_rpc_bdev.FrameworkMethods,
     # -- vhost and NVMe-oF RPCs -------------------------------------------
 
     def _rpc_vhost_get_controllers(self, params):
+        if params.get('name', self.controllers) not in self.controllers:
+            raise _errno(errno.ENODEV, INVALID_PARAMS)
         return [{'ctrlr': name,
                  'backend_specific': {'block': {'bdev': bdev,
                                                 'readonly': False}}}
-                for name, bdev in self.controllers.items()]
+                for name, bdev in self.controllers.items()
+                if params.get('name', name) == name]
 
     def _rpc_nvmf_create_transport(self, params):
         trtype = params['trtype'].upper()

@@ -116,7 +116,8 @@ class ManageableListTest(dbase.DriverTestCase):
         self.assertEqual(
             (False, 'already managed', managed.id),
             reasons[self.alias(managed)])
-        self.assertEqual((False, 'in use: vhost controller vhost.0', None),
+        self.assertEqual((False, 'in use: a bdev that claims it (a local '
+                                 'attachment\'s layer)', None),
                          reasons[LVS + '/exported'])
         self.assertEqual((False, 'scratch lvol of an image transfer', None),
                          reasons[LVS + '/tmp-import-x'])
