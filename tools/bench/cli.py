@@ -88,10 +88,7 @@ def _label(bench):
     return 'real SPDK target + KVM'
 
 
-def run(args, workdir):
-    profile = profiles.QUICK if args.quick else profiles.FULL
-    guest.want_fio()
-    results = {'errors': {}}
+def _run_experiments(args, workdir, profile, results):
     with target.BenchTarget(workdir, args.backing_gib, args.backing,
                             args.target_pid, _accel(args.accel)) as bench:
         results['meta'] = {
@@ -113,6 +110,19 @@ def run(args, workdir):
             except Exception:  # reported, and the run fails at the end
                 results['errors'][name] = traceback.format_exc()
                 print(results['errors'][name], file=sys.stderr, flush=True)
+
+
+def run(args, workdir):
+    profile = profiles.QUICK if args.quick else profiles.FULL
+    guest.want_fio()
+    results = {'errors': {}}
+    try:
+        _run_experiments(args, workdir, profile, results)
+    except Exception:  # e.g. a failed clean-up: the figures still count
+        results['errors']['teardown'] = traceback.format_exc()
+        print(results['errors']['teardown'], file=sys.stderr, flush=True)
+    if 'meta' not in results:
+        return 1  # no target, no figures
     os.makedirs(args.output_dir, exist_ok=True)
     paths = [report.write_json(results, args.output_dir),
              report.write_markdown(results, args.output_dir)]

@@ -1,15 +1,17 @@
 """QoS experiments: isolation from a noisy neighbour, and accuracy.
 
-Limits are set the way Nova's attach sets a front-end QoS spec: through
-the connector's :mod:`os_brick_connector.frontend_qos` on the bdev the
-controller exposes (the Cinder driver sets back-end specs the same way,
-with ``bdev_set_qos_limit`` on the lvol).
+Front-end limits are set the way Nova's attach sets them: through the
+connector's :mod:`os_brick_connector.frontend_qos` on the bdev the
+controller exposes (the volume's layer). Back-end limits, for accuracy,
+go through the Cinder driver itself (its ``apply_qos``, as a retype does)
+on the lvol under that layer.
 """
 
 import concurrent.futures
 import json
 
 from os_brick_connector import frontend_qos
+from os_brick_connector import volume_bdev
 from testbed.guest import qemu
 from tools.bench import control
 from tools.bench import fio
@@ -28,15 +30,23 @@ ACCURACY = 0.05
 ISOLATION = 0.20
 
 
+def _volume_id(name):
+    return 'bench-%s' % name
+
+
 def _guest(bench, name, lvol):
-    info = bench.attach('bench-%s' % name, lvol)
+    info = bench.attach(_volume_id(name), lvol)
     return runner.running(bench, 'qos-' + name,
                           disks=[qemu.VhostUserDisk(info['path'])])
 
 
-def _set(bench, lvol, spec):
-    """Set a Cinder-style spec on the lvol's bdev; the SPDK limits set."""
-    return frontend_qos.apply(bench.client, lvol, spec)
+def _set(bench, name, lvol, spec):
+    """A front-end spec as Nova's attach sets it; the SPDK limits set.
+
+    On the bdev the controller exposes: the volume's layer over its lvol.
+    """
+    return frontend_qos.apply(
+        bench.client, volume_bdev.name(_volume_id(name)), spec)
 
 
 def isolation(bench, profile):
@@ -58,8 +68,9 @@ def isolation(bench, profile):
             vvm, VICTIM, profile, rate_iops=profile.victim_rate)}
         for phase in ('no_qos', 'qos'):
             if phase == 'qos':
-                results['aggressor_limits_set'] = _set(bench, aggr, {
-                    'total_iops_sec': profile.aggressor_limit})
+                results['aggressor_limits_set'] = _set(
+                    bench, 'aggressor', aggr,
+                    {'total_iops_sec': profile.aggressor_limit})
             # The aggressor runs one second longer on each side.
             loud = pool.submit(runner.run_job, avm, AGGRESSOR,
                                profile._replace(runtime=profile.runtime + 2))
@@ -76,7 +87,7 @@ def isolation(bench, profile):
     return results
 
 
-def _set_backend(bench, lvol, spec):
+def _set_backend(bench, name, lvol, spec):
     """A back-end spec as the Cinder driver puts it in force (retype).
 
     Through the driver itself, in its own process: its rule for the spec
@@ -88,7 +99,7 @@ def _set_backend(bench, lvol, spec):
 
 #: Who sets a limit: Nova's attach (front-end spec, on the bdev the
 #: controller exposes) or the Cinder driver (back-end spec, on the lvol).
-#: For a local volume both are the same bdev; the paths differ.
+#: The controller's bdev is a layer over the lvol: two bdevs, two limits.
 SETTERS = {'front-end': _set, 'back-end': _set_backend}
 
 
@@ -106,16 +117,18 @@ def _accuracy_point(vm, profile, job, limit, unit, unthrottled):
 
 def _points(bench, vm, lvol, profile, setter, results):
     """Every limit of the profile set by ``setter``, IOPS then MiB/s."""
+    def put(spec):
+        setter(bench, 'accuracy', lvol, spec)
     for limit in profile.iops_limits:
-        setter(bench, lvol, dict(NO_LIMIT, total_iops_sec=limit))
+        put(dict(NO_LIMIT, total_iops_sec=limit))
         results['iops'].append(_accuracy_point(
             vm, profile, SATURATE, limit, 'iops',
             results['unthrottled_iops']))
     for limit in profile.bw_limits:
-        setter(bench, lvol, dict(NO_LIMIT, total_bytes_sec=limit * MiB))
+        put(dict(NO_LIMIT, total_bytes_sec=limit * MiB))
         results['bandwidth'].append(_accuracy_point(
             vm, profile, SEQ, limit, 'MiB/s', results['unthrottled_mib_s']))
-    setter(bench, lvol, NO_LIMIT)
+    put(NO_LIMIT)
 
 
 def accuracy(bench, profile):

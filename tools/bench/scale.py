@@ -29,10 +29,10 @@ ENFORCED = {
     'get_volume_stats': {'reply_bytes': 13.6},
     'get_volume_stats_vs_controllers': {'reply_bytes': 1.5},
     # framework_get_config of the vhost_blk subsystem (saving the config
-    # after the change) and vhost_get_controllers of every controller;
-    # attach also framework_get_reactors, for placement.
+    # after the change), framework_get_reactors (placement) and
+    # vhost_get_controllers of every controller.
     'attach_vs_controllers': {'reply_bytes': 2.5},
-    'detach_vs_controllers': {'reply_bytes': 3.2},
+    'detach_vs_controllers': {'reply_bytes': 3.3},
 }
 FIGURES = ('rpc_calls', 'reply_bytes')
 NULL_BLOCKS = 2048  # a controller's bdev: 1 MiB of null blocks
