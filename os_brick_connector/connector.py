@@ -111,6 +111,8 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
                        else spdk_rpc.SpdkClient.from_conf(self.conf))
         self.saved = saved_config.ControllerSaver(
             saved_config.ConfigSaver.from_conf(self.client, self.conf))
+        # The target's vhost socket directory (spdk_tgt -S), once known.
+        self._socket_dir = None
 
     @staticmethod
     def get_connector_properties(root_helper, *args, **kwargs):
@@ -134,9 +136,7 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         except spdk_exc.NotFound:
             return None
 
-    def _device_info(self, ctrl, topology=None):
-        topology = topology or numa.Topology.read(self.client,
-                                                  self.conf.sysfs_root)
+    def _device_info(self, ctrl, topology):
         cores = numa.cpumask_cores(ctrl['cpumask'])
         nodes = {topology.node_of(core) for core in cores}
         return {'type': DEVICE_TYPE, 'path': ctrl['socket'],
@@ -149,6 +149,10 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         """A bdev's own name: an alias (lvs/lvol) is listed by its UUID."""
         return self.client.bdev_get_bdevs(name=bdev)[0]['name']
 
+    def _lvol_bdev(self, props):
+        """The local lvol's bdev name: its UUID, which Cinder gives."""
+        return props.get('lvol_uuid') or self._canonical(props.bdev)
+
     def _served(self, ctrl, props):
         """The bdev of ``ctrl`` if it already serves this volume, else None.
 
@@ -160,7 +164,7 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         if not used:
             return None
         if props.is_local:
-            lvol = self._canonical(props.bdev)
+            lvol = self._lvol_bdev(props)
             if used == lvol or volume_bdev.is_layer_of(self.client, used,
                                                        lvol):
                 return used
@@ -173,6 +177,8 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
 
         Its name is the disk serial the guest sees (see volume_bdev): a
         layer over a local lvol, the NVMe namespace of a remote one.
+        Returns it, and the saved-config entry that makes it when that
+        is all the attach adds to the ``bdev`` subsystem (else None).
         """
         if props.is_local:
             return self._local_layer(props, undo)
@@ -190,11 +196,11 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
                 undo.append(lambda: nvme_initiator.detach_if_unused(
                     self.client, props,
                     self.client.vhost_get_controllers(), self.conf))
-        return self._canonical(wanted)
+        return self._canonical(wanted), None
 
     def _local_layer(self, props, undo):
         """Create (or find) the layer named after the volume on its lvol."""
-        lvol = self._canonical(props.bdev)
+        lvol = self._lvol_bdev(props)
         layer = volume_bdev.name(props.volume_id)
         try:
             volume_bdev.create(self.client, layer, lvol)
@@ -212,7 +218,7 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
             raise
         # Never delete it from under a controller of another guest.
         undo.append(lambda: self._drop_unused_layer(layer))
-        return layer
+        return layer, volume_bdev.config_entry(layer, lvol)
 
     def _drop_unused_layer(self, layer, controllers=None):
         """Delete the volume's layer unless a controller still uses it."""
@@ -221,9 +227,15 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         if all(_controller_bdev(ctrl) != layer for ctrl in controllers):
             volume_bdev.delete(self.client, layer)
 
-    def _create_controller(self, name, bdev, props, undo):
-        topology = numa.Topology.read(self.client, self.conf.sysfs_root)
-        load = numa.controller_load(self.client.vhost_get_controllers())
+    def _create_controller(self, name, bdev, props, undo, topology):
+        """Create the controller on the least loaded reactor of the node.
+
+        Returns it as ``vhost_get_controllers`` would, without asking:
+        its socket is in the target's socket directory, which only an
+        existing controller tells, so it is asked once per process (and
+        again if the socket is not where it was).
+        """
+        load = topology.load(properties.CONTROLLER_PREFIX)
         core = numa.choose_core(topology, load, props.numa_node,
                                 self.conf.numa_policy)
         try:
@@ -239,10 +251,20 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         except spdk_exc.AlreadyExists:
             LOG.info('vhost-blk controller %s appeared meanwhile; reusing',
                      name)
+            ctrl = self._controller(name)
+            self._check_reusable(ctrl, bdev, props)
+            return ctrl
         if self.conf.vhost_coalescing_delay_base_us:
             self.client.vhost_controller_set_coalescing(
                 name, self.conf.vhost_coalescing_delay_base_us,
                 self.conf.vhost_coalescing_iops_threshold)
+        socket = self._socket_dir and os.path.join(self._socket_dir, name)
+        if not socket or not os.path.exists(socket):
+            socket = self._controller(name)['socket']
+            self._socket_dir = os.path.dirname(socket)
+        return {'ctrlr': name, 'cpumask': numa.core_mask(core),
+                'socket': socket, 'backend_specific': {'block': {
+                    'bdev': bdev, 'readonly': props.read_only}}}
 
     def _check_reusable(self, ctrl, bdev, props):
         found = _controller_bdev(ctrl)
@@ -292,35 +314,44 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
                 self._undo(undo)
 
     def _connect(self, name, props, undo):
-        ctrl = self._controller(name)
+        """Four round trips for a new local attachment without QoS.
+
+        The reactors (which also say whether the controller exists and
+        each core's load), the layer, the controller, and the saved
+        ``vhost_blk`` config (proof the target still has it; the layer's
+        entry is added to the saved file as the call made it).
+        """
+        topology = numa.Topology.read(self.client, self.conf.sysfs_root)
+        ctrl = self._controller(name) if name in topology.threads else None
         bdev = self._served(ctrl, props) if ctrl is not None else None
+        entry = None
         if bdev is None:
-            bdev = self._bdev(props, undo)
+            bdev, entry = self._bdev(props, undo)
         if ctrl is not None:
             self._check_reusable(ctrl, bdev, props)
         # Limits before the controller: no guest may run without them.
-        frontend_qos.apply(self.client, bdev, props.qos_specs)
+        if frontend_qos.apply(self.client, bdev, props.qos_specs):
+            entry = None  # the bdev subsystem changed more: read it again
         if ctrl is None:
-            self._create_controller(name, bdev, props, undo)
-            ctrl = self._controller(name)
-            self._check_reusable(ctrl, bdev, props)
+            ctrl = self._create_controller(name, bdev, props, undo,
+                                           topology)
         self._set_socket_access(ctrl['socket'])
         # Durable before reported: a restart from now on brings it back.
-        self.saved.save_with(name)
-        return self._device_info(ctrl)
+        self.saved.save_with(name, entry)
+        return self._device_info(ctrl, topology)
 
     # -- disconnect --------------------------------------------------------
 
-    def _try_delete(self, name):
+    def _try_delete(self, name, ctrl):
         """One deletion attempt: True when gone, False while a guest holds it.
 
         Real SPDK never answers EBUSY here: ``vhost_delete_controller`` on
         a controller with a connected guest re-queues itself until the
         guest goes, so the call hangs past our timeout and the controller
         is deleted later, under whoever reattached meanwhile. So a
-        controller with a session is not asked to go at all.
+        controller with a session is not asked to go at all. ``ctrl``:
+        the controller as just looked up (None: gone).
         """
-        ctrl = self._controller(name)
         if ctrl is None:
             return True
         if ctrl.get('sessions'):
@@ -333,11 +364,16 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
             return False
         return True
 
-    def _delete_controller(self, name, force):
-        """Delete, retrying while a guest holds it. Whether it is gone."""
+    def _delete_controller(self, name, force, ctrl=False):
+        """Delete, retrying while a guest holds it. Whether it is gone.
+
+        ``ctrl``: the controller if the caller has just looked it up.
+        """
         attempts = self.conf.disconnect_retries + 1
         for attempt in range(1, attempts + 1):
-            if self._try_delete(name):
+            if ctrl is False or attempt > 1:
+                ctrl = self._controller(name)
+            if self._try_delete(name, ctrl):
                 return True
             LOG.debug('vhost-blk controller %(name)s still in use '
                       '(attempt %(n)d of %(total)d)',
@@ -376,34 +412,48 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
                 raise chainer
 
     def _disconnect(self, props, force, chainer):
-        """One round of a disconnect: whether the controller went."""
+        """One round of a disconnect.
+
+        Returns whether the controller went, and the saved-config entry
+        of the bdev that went with it, if that is the only other change.
+        Four round trips for a local attachment: the controller (does a
+        guest hold it?), its deletion, the layer's, and the saved
+        ``vhost_blk`` config (proof it is gone).
+        """
         name = props.controller
-        gone, used = False, None
+        gone, used, removed = False, None, None
         with chainer.context(force, 'Deleting vhost-blk controller %s '
                              'failed', name):
             ctrl = self._controller(name)
             used = _controller_bdev(ctrl) if ctrl is not None else None
-            gone = self._delete_controller(name, force)
+            gone = self._delete_controller(name, force, ctrl)
         if gone:
             with chainer.context(force, 'Releasing the bdev of %s failed',
                                  name):
-                self._release(props, used)
-        return gone
+                removed = self._release(props, used)
+        return gone, removed
 
     def _release(self, props, used):
         """Remove what the deleted controller alone used.
 
         ``used`` is the bdev it exposed (None when it was gone already):
         the NVMe controller to detach is found from it, so one named by
-        an older release goes too.
+        an older release goes too. Returns the layer's saved-config entry
+        when the layer is what went.
         """
-        controllers = self.client.vhost_get_controllers()
         if props.is_remote:
-            nvme_initiator.detach_if_unused(self.client, props, controllers,
-                                            self.conf, bdev=used)
-            return
-        self._drop_unused_layer(volume_bdev.name(props.volume_id),
-                                controllers)
+            nvme_initiator.detach_if_unused(
+                self.client, props, self.client.vhost_get_controllers(),
+                self.conf, bdev=used)
+            return None
+        layer = volume_bdev.name(props.volume_id)
+        if props.attached_to is None:
+            # No other guest's controller can be on it: only a
+            # multiattach volume's guests share a layer.
+            volume_bdev.delete(self.client, layer)
+        else:
+            self._drop_unused_layer(layer)
+        return volume_bdev.config_entry(layer, used)
 
     # -- the rest of the os-brick interface --------------------------------
 

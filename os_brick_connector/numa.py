@@ -76,22 +76,40 @@ def core_mask(core):
 
 
 class Topology(object):
-    """The reactors of one SPDK target and the NUMA node of each."""
+    """The reactors of one SPDK target, their NUMA nodes, who runs where.
 
-    def __init__(self, reactor_nodes, interrupt_mode=False):
+    SPDK runs each vhost controller in a thread of its own, named after
+    the controller, on the core its cpumask names; so one
+    ``framework_get_reactors`` answers where the reactors are, which
+    controllers exist and how many each core polls.
+    """
+
+    def __init__(self, reactor_nodes, interrupt_mode=False, threads=None):
         # {lcore: node}; node is UNKNOWN_NODE when nobody knows it.
         self.reactor_nodes = dict(reactor_nodes)
         # Every reactor sleeps when idle (--interrupt-mode).
         self.interrupt_mode = interrupt_mode
+        # {thread name: the lcore it runs on}
+        self.threads = dict(threads or {})
+
+    def load(self, prefix):
+        """How many threads named ``prefix``-something each core runs."""
+        load = {}
+        for name, core in self.threads.items():
+            if name.startswith(prefix):
+                load[core] = load.get(core, 0) + 1
+        return load
 
     @classmethod
     def read(cls, client, sysfs_root):
         """Ask the target for its reactors and sysfs for their nodes."""
         cpu_nodes = sysfs_cpu_nodes(sysfs_root)
-        reactor_nodes = {}
+        reactor_nodes, threads = {}, {}
         reactors = client.framework_get_reactors()['reactors']
         for reactor in reactors:
             lcore = reactor['lcore']
+            for thread in reactor.get('lw_threads') or ():
+                threads[thread['name']] = lcore
             spdk_node = reactor.get('numa_id', UNKNOWN_NODE)
             node = cpu_nodes.get(lcore, spdk_node)
             if lcore in cpu_nodes and spdk_node not in (UNKNOWN_NODE, node):
@@ -100,7 +118,7 @@ class Topology(object):
                             'sysfs, as Nova does for guests',
                             {'core': lcore, 'spdk': spdk_node, 'node': node})
             reactor_nodes[lcore] = node
-        return cls(reactor_nodes, in_interrupt_mode(reactors))
+        return cls(reactor_nodes, in_interrupt_mode(reactors), threads)
 
     def node_of(self, core):
         """The node of a reactor, or None when unknown."""
@@ -121,15 +139,6 @@ class Topology(object):
     def cores_on(self, node):
         return sorted(core for core, where in self.reactor_nodes.items()
                       if where == node)
-
-
-def controller_load(controllers):
-    """How many controllers each core polls, from vhost_get_controllers."""
-    load = {}
-    for ctrl in controllers:
-        for core in cpumask_cores(ctrl['cpumask']):
-            load[core] = load.get(core, 0) + 1
-    return load
 
 
 def _least_loaded(cores, load):

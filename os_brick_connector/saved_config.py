@@ -16,6 +16,7 @@ deleted object comes back. A change whose save shows the target lost it
 
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import pwd
@@ -199,14 +200,17 @@ class ConfigSaver(object):
                                   if not self._transient(c)]
         return doc
 
-    def save(self, subsystems=None):
+    def save(self, subsystems=None, edit=None):
         """Write the live config; return it (None when disabled).
 
         ``subsystems``: the names of the only subsystems a change touched.
         Their config is read from the target, one round trip each, and the
         others are kept from the file, which a whole save (one round trip
         per subsystem, a dozen or more) would only write again unchanged.
-        Without a file yet, the whole config is saved.
+        ``edit(doc)``: the caller's own change to a subsystem it did not
+        name, made in the kept file instead of a round trip (it knows the
+        one entry it added or removed). Without a file yet, the whole
+        config is saved, and ``edit`` is not needed.
 
         Raises :class:`ConfigNotSaved` (the target is unreachable, or the
         file cannot be written): the caller's change is then not durable.
@@ -218,6 +222,8 @@ class ConfigSaver(object):
                 doc = self._updated(subsystems) if subsystems else None
                 if doc is None:
                     doc = self.client.save_config()
+                elif edit is not None:
+                    edit(doc)
                 doc = replay_order(self._filtered(doc))
                 write_atomic(self.path, doc)
         except spdk_exc.SpdkRpcError as err:
@@ -249,6 +255,23 @@ class ConfigSaver(object):
         return doc
 
 
+def _edit_entry(doc, subsystem, entry, added):
+    """Add ``entry`` to (or remove it from) ``subsystem`` of ``doc``.
+
+    Entries are matched by method and ``params['name']``, so adding one
+    twice keeps one, and removing one that is gone is no change.
+    """
+    def same(other):
+        return (other.get('method') == entry['method'] and
+                other.get('params', {}).get('name') ==
+                entry['params']['name'])
+    for item in doc['subsystems']:
+        if item.get('subsystem') == subsystem:
+            config = [c for c in item.get('config') or () if not same(c)]
+            item['config'] = config + [entry] if added else config
+            return
+
+
 class ControllerSaver(object):
     """The connector's use of a :class:`ConfigSaver`, vhost-blk aware.
 
@@ -265,14 +288,22 @@ class ControllerSaver(object):
     def __init__(self, saver):
         self.saver = saver
 
-    #: What an attach or detach changes: the volume's layer bdev and
-    #: its controller; only these are read again (two round trips).
-    subsystems = ('bdev', 'vhost_blk')
+    def _controllers(self, bdev_entry=None, added=True):
+        """Save; the saved controller names (None: saving is off).
 
-    def _controllers(self):
-        """Save; the saved controller names (None: saving is off)."""
+        An attach or detach changes its controller and one bdev entry.
+        The ``vhost_blk`` subsystem is always read again: it is also the
+        proof the target still (or no longer) has the controller. The
+        ``bdev`` one is read again too, unless the caller gives the one
+        entry it ``added`` (or removed): ``bdev_entry``.
+        """
+        subsystems, edit = ('bdev', 'vhost_blk'), None
+        if bdev_entry is not None:
+            subsystems = ('vhost_blk',)
+            edit = functools.partial(_edit_entry, subsystem='bdev',
+                                     entry=bdev_entry, added=added)
         try:
-            doc = self.saver.save(self.subsystems)
+            doc = self.saver.save(subsystems, edit)
         except ConfigNotSaved as err:
             raise errors.TargetConfigNotSaved(path=err.path,
                                               reason=err) from err
@@ -280,9 +311,9 @@ class ControllerSaver(object):
             return None
         return names(doc, 'vhost_create_blk_controller', 'ctrlr')
 
-    def save_with(self, name):
+    def save_with(self, name, bdev_entry=None):
         """Save; raise if the target no longer has controller ``name``."""
-        saved = self._controllers()
+        saved = self._controllers(bdev_entry)
         if saved is not None and name not in saved:
             raise errors.TargetRestarted(ctrlr=name, state='without it')
 
@@ -290,11 +321,13 @@ class ControllerSaver(object):
         """Run ``delete()`` until a save shows controller ``name`` gone.
 
         ``delete`` returns whether it deleted the controller (False: it
-        was left in place on purpose, e.g. a forced detach).
+        was left in place on purpose, e.g. a forced detach), and the bdev
+        entry it removed with it, if it knows which (see
+        :meth:`_controllers`).
         """
         for _round in range(self.rounds):
-            gone = delete()
-            saved = self._controllers()
+            gone, removed = delete()
+            saved = self._controllers(removed, added=False)
             if not gone or saved is None or name not in saved:
                 return
             LOG.warning('vhost-blk controller %s came back with a target '

@@ -40,11 +40,20 @@ def name(volume_id):
     return volume_id
 
 
+def config_entry(bdev, base):
+    """The RPC that makes layer ``bdev`` on ``base``, as a config entry.
+
+    What :func:`create` sends, and what a saved config replays.
+    """
+    return {'method': 'bdev_raid_create',
+            'params': {'name': bdev, 'raid_level': LEVEL,
+                       'strip_size_kb': STRIP_KB, 'base_bdevs': [base]}}
+
+
 def create(client, bdev, base):
     """Create layer ``bdev`` on ``base`` (a bdev's canonical name)."""
-    client.call('bdev_raid_create', {
-        'name': bdev, 'raid_level': LEVEL, 'strip_size_kb': STRIP_KB,
-        'base_bdevs': [base]})
+    entry = config_entry(bdev, base)
+    client.call(entry['method'], entry['params'])
 
 
 def _raids(client):

@@ -13,6 +13,7 @@ from oslo_config import cfg
 from os_brick_connector import config
 from os_brick_connector import exception as spdk_exc
 from os_brick_connector import saved_config
+from os_brick_connector import volume_bdev
 from tests import base
 
 QOS = {'method': 'bdev_set_qos_limit',
@@ -117,6 +118,42 @@ class TestSavedConfig(base.TestCase):
         self.assertEqual([VHOST], doc['subsystems'][2]['config'])
         with open(self.path) as src:
             self.assertEqual(doc, json.load(src))
+
+    def test_controller_save_edits_the_layer_entry_in(self):
+        """An attach reads vhost_blk again; its layer is added as made."""
+        saved_config.ConfigSaver(FakeClient(document([AIO])),
+                                 self.path).save()
+        client = FakeClient(document([AIO]))
+        saver = saved_config.ControllerSaver(
+            saved_config.ConfigSaver(client, self.path))
+        layer = volume_bdev.config_entry('vol-a', 'lvol-uuid')
+        saver.save_with('vhost-a', layer)
+        saver.save_with('vhost-a', layer)  # a retry adds it once
+        self.assertEqual(['vhost_blk', 'vhost_blk'], client.read)
+        with open(self.path) as src:
+            doc = json.load(src)
+        # Before examine, as SPDK saves a raid: it completes when the
+        # lvol appears.
+        self.assertEqual([AIO, layer, EXAMINE],
+                         doc['subsystems'][0]['config'])
+        # A detach removes it the same way, and proves the controller
+        # gone by reading vhost_blk.
+        client.doc['subsystems'][2]['config'] = []
+        saver.until_gone('vhost-a', lambda: (True, layer))
+        with open(self.path) as src:
+            doc = json.load(src)
+        self.assertEqual([AIO, EXAMINE], doc['subsystems'][0]['config'])
+        self.assertEqual([], doc['subsystems'][2]['config'])
+        self.assertEqual(['vhost_blk'] * 3, client.read)
+
+    def test_controller_save_without_entry_reads_bdev_too(self):
+        saved_config.ConfigSaver(FakeClient(document([AIO])),
+                                 self.path).save()
+        client = FakeClient(document([AIO, QOS]))
+        saver = saved_config.ControllerSaver(
+            saved_config.ConfigSaver(client, self.path))
+        saver.save_with('vhost-a')
+        self.assertEqual(['bdev', 'vhost_blk'], client.read)
 
     def test_whole_save_without_a_file_or_the_subsystem(self):
         client = FakeClient(document([AIO]))
@@ -242,6 +279,7 @@ import eventlet
 eventlet.monkey_patch()
 import sys
 from os_brick_connector import saved_config
+from os_brick_connector import volume_bdev
 order = []
 
 def save(name, hold):

@@ -38,9 +38,11 @@ class TestParsing(base.TestCase):
                          numa.sysfs_cpu_nodes(sysfs.root))
 
     def test_controller_load(self):
-        load = numa.controller_load([{'cpumask': '0x1'},
-                                     {'cpumask': '0x3'}])
-        self.assertEqual({0: 2, 1: 1}, load)
+        """Each vhost controller runs in a thread named after it."""
+        topology = numa.Topology({0: 0, 1: 0}, threads={
+            'app_thread': 0, 'vhost-a': 0, 'vhost-b': 1, 'vhost-c': 1,
+            'nvmf_tgt_poll_group_000': 1})
+        self.assertEqual({0: 1, 1: 2}, topology.load('vhost-'))
 
 
 class TestTopology(base.TestCase):
