@@ -11,11 +11,17 @@ STAMP := $(VENV)/.installed
 # 2 MiB pages: 256 MiB per SPDK target, plus the test guests' memory.
 HUGEPAGES ?= 4096
 
-.PHONY: test demo debs venv spdk host unit pep8 docs genconfig clean \
-	cinder-deploy
+.PHONY: test test-setup demo debs venv spdk host unit pep8 docs genconfig \
+	clean cinder-deploy
 
-test: debs venv spdk host pep8 docs
+# The set-up steps run side by side where one does not need another (the
+# SPDK builds use the CPU while pip downloads, pep8 and the docs run),
+# each one's output printed when it ends; then every test tree.
+test:
+	$(MAKE) --no-print-directory -j3 --output-sync=target test-setup
 	tools/run-tests.sh $(BIN)
+
+test-setup: debs venv spdk host pep8 docs
 
 demo: debs venv spdk host
 	PYTHONPATH=$(CURDIR) $(BIN)/python tools/demo.py
@@ -25,7 +31,10 @@ debs:
 
 venv: $(STAMP)
 
-$(STAMP): requirements.txt test-requirements.txt doc/requirements.txt setup.cfg
+# After the Debian packages (python3-venv, libvirt-dev), without being
+# rebuilt for them.
+$(STAMP): requirements.txt test-requirements.txt doc/requirements.txt \
+		setup.cfg | debs
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -U pip
 	$(BIN)/pip install -q -r requirements.txt -r test-requirements.txt \
@@ -44,7 +53,7 @@ spdk: debs
 	for v in $(SPDK_VERSIONS); do \
 		tools/build-spdk.sh $$v >/dev/null || exit 1; done
 
-host:
+host: debs
 	$(SUDO) HUGEPAGES=$(HUGEPAGES) tools/setup-hugepages.sh
 	$(SUDO) tools/start-libvirt.sh
 	$(SUDO) tools/start-services.sh
