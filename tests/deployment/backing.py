@@ -74,13 +74,21 @@ class Database(fixtures.Fixture):
             conn.close()
 
 
+def private_vhosts():
+    """Whether RabbitVhost makes private vhosts here.
+
+    Creating a vhost needs rabbitmqctl on this host and the rights to use
+    it. Without them every deployment shares the default vhost, where two
+    at once would take each other's messages: tools/run-tests.sh then
+    runs the deployment tree in one process, one deployment at a time.
+    """
+    return shutil.which('rabbitmqctl') is not None and os.geteuid() == 0
+
+
 class RabbitVhost(fixtures.Fixture):
     """A private RabbitMQ vhost (rabbitmqctl), or the server's own URL.
 
-    Creating a vhost needs rabbitmqctl on this host and the rights to use
-    it; without them the default vhost is shared, which is safe as long
-    as one deployment runs at a time (the test tree runs with
-    ``--concurrency 1``).
+    See :func:`private_vhosts` for when the default vhost is shared.
     """
 
     def __init__(self, server_url=None, name=None):
@@ -98,7 +106,7 @@ class RabbitVhost(fixtures.Fixture):
         self.url = self.server_url.rstrip('/') + '/'
         user = parse.unquote(parse.urlsplit(self.server_url).username or
                              'guest')
-        if self.ctl is None or os.geteuid() != 0:
+        if not private_vhosts():
             self.vhost = None
             return
         self._ctl('add_vhost', self.name)

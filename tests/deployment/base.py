@@ -1,8 +1,8 @@
 """Test base for the deployment tree: one shared Cinder deployment.
 
 The services take seconds to start, so one deployment serves every test
-of the process (``tools/run-tests.sh`` runs this tree with
-``--concurrency 1``: one process, one deployment). It is stopped, and
+of the process (``tools/run-tests.sh`` runs each part of this tree
+with ``--concurrency 1``: one process, one deployment). It is stopped, and
 its database dropped, when the process exits. Each test removes what it
 created and then checks that the SPDK target holds nothing any more, so
 a leak fails the test that caused it.
