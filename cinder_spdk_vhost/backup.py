@@ -35,6 +35,7 @@ from cinder_spdk_vhost import images
 from cinder_spdk_vhost import locks
 from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import operation
+from cinder_spdk_vhost import pools
 from cinder_spdk_vhost import rollback
 
 LOG = log.getLogger(__name__)
@@ -73,14 +74,8 @@ def local_connection(path):
     return {'driver_volume_type': 'local', 'data': {'device_path': path}}
 
 
-class Backups(object):
+class Backups(pools.Part):
     """Staged connections for cinder-backup, for volumes and snapshots."""
-
-    def __init__(self, pools):
-        self.pools = pools
-        self.client = pools.client
-        self.conf = pools.conf
-        self.exporter = pools.exporter
 
     def _backup_path(self, kind, obj_id):
         return os.path.join(image_ops.staging_dir(self.conf),

@@ -13,17 +13,17 @@ from cinder_spdk_vhost import backup
 from cinder_spdk_vhost import export
 from cinder_spdk_vhost import locks
 from cinder_spdk_vhost import operation
+from cinder_spdk_vhost import pools
 from cinder_spdk_vhost import validation
 
 LOG = log.getLogger(__name__)
 
 
-class Connections(object):
+class Connections(pools.Part):
     """The driver's initialize_connection and terminate_connection."""
 
     def __init__(self, pools, backups, target_id):
-        self.pools = pools
-        self.exporter = pools.exporter
+        super().__init__(pools)
         self.backups = backups
         self.target_id = target_id
 

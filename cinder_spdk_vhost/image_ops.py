@@ -21,6 +21,7 @@ from cinder_spdk_vhost import images
 from cinder_spdk_vhost import locks
 from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import operation
+from cinder_spdk_vhost import pools
 from cinder_spdk_vhost import rollback
 
 LOG = log.getLogger(__name__)
@@ -32,15 +33,12 @@ def staging_dir(conf):
     return conf.spdk_image_staging_dir or CONF.image_conversion_dir
 
 
-class ImageOps(object):
+class ImageOps(pools.Part):
     """copy_image_to_volume, copy_volume_to_image and clone_image."""
 
-    def __init__(self, pools):
-        self.pools = pools
-        self.client = pools.client
-        self.conf = pools.conf
-        self.exporter = pools.exporter
-        self.image_cache = pools.image_cache
+    @property
+    def image_cache(self):
+        return self.pools.image_cache
 
     def sweep_scratch(self):
         """Remove scratch exports, lvols and aio bdevs of broken transfers.

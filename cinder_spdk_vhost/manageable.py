@@ -22,6 +22,7 @@ from cinder_spdk_vhost import image_cache
 from cinder_spdk_vhost import locks
 from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import operation
+from cinder_spdk_vhost import pools
 
 LOG = log.getLogger(__name__)
 
@@ -112,13 +113,8 @@ def first_volume_below(lvol, by_alias):
     return None
 
 
-class Manager(object):
+class Manager(pools.Part):
     """The driver's manage, unmanage and manageable-list methods."""
-
-    def __init__(self, pools):
-        self.pools = pools
-        self.client = pools.client
-        self.exporter = pools.exporter
 
     def _lvol_from_ref(self, existing_ref):
         """The lvol ``existing_ref`` names, if Cinder may adopt it."""

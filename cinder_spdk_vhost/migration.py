@@ -23,6 +23,7 @@ from cinder_spdk_vhost import images
 from cinder_spdk_vhost import locks
 from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import operation
+from cinder_spdk_vhost import pools
 from cinder_spdk_vhost import rollback
 from os_brick_connector import exception as rpc_exc
 
@@ -102,7 +103,7 @@ def copy(client, lvol, volume_id, dest_lvs, timeout, rb, cleanup):
     return dest_alias
 
 
-class Mover(object):
+class Mover(pools.Part):
     """The driver's retype and migrate_volume: QoS in place, or a move.
 
     Only between the lvol stores (pools) of this backend's own target;
@@ -110,9 +111,7 @@ class Mover(object):
     """
 
     def __init__(self, pools, target_id):
-        self.pools = pools
-        self.client = pools.client
-        self.conf = pools.conf
+        super().__init__(pools)
         self.target_id = target_id
 
     def retype(self, volume, new_type, host):

@@ -25,6 +25,16 @@ LOG = log.getLogger(__name__)
 QOS_SUBSYSTEMS = ('bdev',)
 
 
+class Part(object):
+    """A part of the driver: it works on the backend's shared Pools."""
+
+    def __init__(self, pools):
+        self.pools = pools
+        self.client = pools.client
+        self.conf = pools.conf
+        self.exporter = pools.exporter
+
+
 class Pools(object):
     """The lvol stores of one backend (``spdk_lvstores``), one pool each."""
 
