@@ -228,13 +228,17 @@ class DevstackPluginTest(PluginTestBase):
         data = self.env['DATA_DIR']
         config = os.path.join(data, 'spdk', 'spdk_tgt.json')
         [call] = self.assertCalled('run_process spdk-tgt')
+        # systemd expands SPDK_DIR: the unit's drop-in sets it, and
+        # spdk-vhost-upgrade's drop-in changes it.
         self.assertEqual(
-            'run_process spdk-tgt /usr/bin/env LD_LIBRARY_PATH=%s/build/lib '
-            '%s/build/bin/spdk_tgt -m 0x6 '
+            'run_process spdk-tgt /usr/bin/env '
+            'LD_LIBRARY_PATH=${SPDK_DIR}/build/lib '
+            '${SPDK_DIR}/build/bin/spdk_tgt -m 0x6 '
             '-r /var/tmp/spdk.sock -S %s/spdk/vhost --json %s '
-            '--json-ignore-init-errors  root' % (self.spdk_dir, self.spdk_dir,
-                                                 data, config),
+            '--json-ignore-init-errors  root' % (data, config),
             call)
+        self.assertEqual(self.spdk_dir, self.dropin()['Environment'].split(
+            '=', 1)[1])
         with open(config) as f:
             saved = json.load(f)
         self.assertEqual([{'subsystem': 'bdev', 'config': [{
@@ -242,19 +246,55 @@ class DevstackPluginTest(PluginTestBase):
             'params': {'name': 'Malloc0', 'num_blocks': 262144,
                        'block_size': 4096}}]}], saved['subsystems'])
 
+    def dropin(self):
+        """The [Service] section of the plugin's drop-in of the unit."""
+        path = os.path.join(self.env['SYSTEMD_DIR'],
+                            'devstack@spdk-tgt.service.d',
+                            '10-spdk-vhost.conf')
+        unit = configparser.ConfigParser(strict=False, interpolation=None)
+        self.assertTrue(unit.read(path), path)
+        return unit['Service']
+
     def test_service_saves_its_config_when_stopped(self):
         self.prebuilt_spdk()
         self.run_plugin('post-config')
-        dropin = os.path.join(self.env['SYSTEMD_DIR'],
-                              'devstack@spdk-tgt.service.d',
-                              'spdk-vhost.conf')
-        unit = configparser.ConfigParser(strict=False, interpolation=None)
-        unit.read(dropin)
         config = os.path.join(self.env['DATA_DIR'], 'spdk', 'spdk_tgt.json')
         self.assertIn('rpc.py -s /var/tmp/spdk.sock save_config > '
                       '%s.new && mv %s.new %s' % (config, config, config),
-                      unit['Service']['ExecStop'])
+                      self.dropin()['ExecStop'])
         self.assertCalled('systemctl daemon-reload')
+        # spdk-vhost-upgrade's drop-in sorts after it, so its SPDK_DIR
+        # and empty ExecStop win during and after an upgrade.
+        self.assertLess('10-spdk-vhost.conf', 'spdk-vhost-upgrade.conf')
+
+    def test_upgrade_runs_the_command_through_the_unit(self):
+        builds = self.build_script()
+        self.run_plugin('pre-install', 'post-config')
+        self.stub('make_fake_command', os.path.join(
+            self.env['NOVA_BIN_DIR'], 'spdk-vhost-upgrade'))
+        self.run_plugin('upgrade=26.05.1')
+        tree = os.path.join(builds, 'spdk-v26.05.1')
+        [call] = self.assertCalled('spdk-vhost-upgrade')
+        config = os.path.join(self.env['DATA_DIR'], 'spdk', 'spdk_tgt.json')
+        self.assertEqual(
+            'sudo %s/spdk-vhost-upgrade --new-spdk-dir %s --systemd-unit '
+            'devstack@spdk-tgt.service --systemd-dir %s --rpc-socket '
+            '/var/tmp/spdk.sock --saved-config %s'
+            % (self.env['NOVA_BIN_DIR'], tree, self.env['SYSTEMD_DIR'],
+               config), call)
+        self.assertEqual(tree, os.readlink(self.spdk_dir))
+
+    def test_failed_upgrade_keeps_the_tree(self):
+        builds = self.build_script()
+        self.run_plugin('pre-install', 'post-config')
+        self.stub('make_fake_command', os.path.join(
+            self.env['NOVA_BIN_DIR'], 'spdk-vhost-upgrade'), '1')
+        result = self.run_plugin('upgrade=26.05.1', check=False)
+        self.assertNotEqual(0, result.returncode)
+        self.assertIn('spdk-vhost-upgrade to SPDK v26.05.1 failed',
+                      result.stderr)
+        self.assertEqual(os.path.join(builds, 'spdk-v26.05'),
+                         os.readlink(self.spdk_dir))
 
     def test_vhost_sockets_are_born_for_qemu(self):
         # As etc/systemd's units: a setgid socket directory and a umask
@@ -262,12 +302,7 @@ class DevstackPluginTest(PluginTestBase):
         # target makes again let QEMU (in SPDK_GROUP) reconnect.
         self.prebuilt_spdk()
         self.run_plugin('post-config')
-        dropin = os.path.join(self.env['SYSTEMD_DIR'],
-                              'devstack@spdk-tgt.service.d',
-                              'spdk-vhost.conf')
-        unit = configparser.ConfigParser(strict=False, interpolation=None)
-        unit.read(dropin)
-        self.assertEqual('0007', unit['Service']['UMask'])
+        self.assertEqual('0007', self.dropin()['UMask'])
         sock_dir = os.stat(os.path.join(self.env['DATA_DIR'], 'spdk',
                                         'vhost'))
         self.assertEqual(0o2770, stat.S_IMODE(sock_dir.st_mode))
@@ -461,9 +496,11 @@ class SpdkApplicationTest(PluginTestBase):
         [call] = self.assertCalled('run_process spdk-tgt')
         return call.split(), result
 
-    def app(self, args):
-        [binary] = [a for a in args if a.startswith(self.spdk_dir)]
-        return os.path.relpath(binary, self.spdk_dir)
+    @staticmethod
+    def app(args):
+        """The binary of the command, under the unit's SPDK_DIR."""
+        [binary] = [a for a in args if a.startswith('${SPDK_DIR}/build/bin')]
+        return binary[len('${SPDK_DIR}/'):]
 
     def assertRefused(self, message, *steps, **env):
         self.prebuilt_spdk()

@@ -2,7 +2,8 @@
 # Runs the spdk-vhost devstack plugin the way stack.sh, unstack.sh and
 # clean.sh do, over the stubs of stubs.sh. Arguments: the steps to run,
 # in order (pre-install, cinder, install, post-config, extra,
-# test-config, unstack, clean); "cinder" is lib/cinder's backend hook.
+# test-config, unstack, clean); "cinder" is lib/cinder's backend hook,
+# "upgrade=VERSION" what an operator runs in a stacked shell.
 set -eu
 
 STUB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -24,6 +25,9 @@ for step in "$@"; do
                     "configure_cinder_backend_${be%%:*}" "${be##*:}"
                 fi
             done
+            ;;
+        upgrade=*)
+            upgrade_spdk "${step#upgrade=}"
             ;;
         unstack|clean)
             # shellcheck source=devstack/plugin.sh

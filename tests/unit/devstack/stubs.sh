@@ -88,6 +88,13 @@ SCRIPT
 
 # A tools/build-spdk.sh that records how it was called and "builds" a
 # fake tree in $FAKE_SPDK_BUILDS, printing its path last, as the real one.
+# A command at $1 that does nothing and exits $2 (default 0).
+make_fake_command() {
+    mkdir -p "$(dirname "$1")"
+    printf '#!/bin/sh\nexit %s\n' "${2:-0}" >"$1"
+    chmod +x "$1"
+}
+
 make_fake_build_script() {
     local script=$1
     cat >"$script" <<SCRIPT
