@@ -71,13 +71,20 @@ class Qmp(object):
             else:
                 return reply.get('return')
 
-    def wait_event(self, name, timeout):
-        """Wait until QEMU has sent the event ``name`` (kept or new)."""
+    def wait_deleted(self, device, timeout):
+        """Wait for DEVICE_DELETED of ``device`` itself.
+
+        QEMU first sends one for the device's virtio backend (a path, no
+        id); only the device's own means its chardev is free.
+        """
+        def mine(event):
+            return (event['event'] == 'DEVICE_DELETED' and
+                    event.get('data', {}).get('device') == device)
         deadline = time.monotonic() + timeout
-        while not any(e['event'] == name for e in self.events):
+        while not any(mine(e) for e in self.events):
             self.sock.settimeout(max(deadline - time.monotonic(), 0.01))
             self.events.append(json.loads(self.file.readline()))
-        self.events = [e for e in self.events if e['event'] != name]
+        self.events = [e for e in self.events if not mine(e)]
 
     def close(self):
         self.file.close()
@@ -162,7 +169,7 @@ def _hot_attach(bench, vm, qmp, props):
 
 def _hot_detach(bench, vm, qmp, props, info):
     qmp.execute('device_del', {'id': HOT_ID})
-    qmp.wait_event('DEVICE_DELETED', 300)
+    qmp.wait_deleted(HOT_ID, 300)
     vm.execute(WAIT_GONE, timeout=300)
     qmp.execute('chardev-remove', {'id': HOT_ID})
     bench.connector.disconnect_volume(props, info)
