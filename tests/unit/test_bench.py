@@ -142,13 +142,13 @@ class RoundTripsTest(base.TestCase):
         result = {
             'cinder': {'by_size': {
                 '1': {'create': op(1), 'clone_from_snapshot': op(2),
-                      'delete': op(7)},
+                      'delete': op(5)},
                 '64': {'create': op(3), 'clone_from_snapshot': op(2),
                        'delete': op(2)}}},
             'connector': {'attach': op(4), 'detach': op(8)}}
         trips = control.round_trips(result)
         self.assertEqual({'create': 3, 'clone_from_snapshot': 2,
-                          'delete': 7, 'attach': 4, 'detach': 8},
+                          'delete': 5, 'attach': 4, 'detach': 8},
                          {k: v['calls'] for k, v in trips.items()})
         self.assertEqual(['attach', 'clone_from_snapshot'], sorted(
             k for k, v in trips.items() if v['within_budget']))
