@@ -204,3 +204,21 @@ class SpdkTarget(fixtures.Fixture):
         return self.rpc('bdev_lvol_create_lvstore', {
             'bdev_name': bdev, 'lvs_name': lvs_name,
             'cluster_sz': cluster_mib << 20})
+
+
+def wait_nvme_enabled(client, name, timeout=30):
+    """Wait until NVMe-oF controller ``name`` is connected again.
+
+    Every path of it ``enabled`` on ``client``'s target; TimeoutError
+    says the states it was left in.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        [ctrl] = client.call('bdev_nvme_get_controllers', {'name': name})
+        states = [c.get('state') for c in ctrl['ctrlrs']]
+        if states == ['enabled']:
+            return
+        if time.monotonic() >= deadline:
+            raise TimeoutError('NVMe controller %s still %s after %ss'
+                               % (name, states, timeout))
+        time.sleep(0.2)

@@ -14,7 +14,6 @@ import os
 import signal
 import stat
 import sys
-import time
 
 import fixtures
 
@@ -115,16 +114,9 @@ class UpgradeCase(base.TestCase):
         compute.call('vhost_create_blk_controller',
                      {'ctrlr': 'remote.vhost', 'dev_name': 'remote0n1'})
 
-    def _assert_connected(self, compute, timeout=30):
-        deadline = time.monotonic() + timeout
-        while True:
-            [ctrl] = compute.call('bdev_nvme_get_controllers',
-                                  {'name': 'remote0'})
-            states = [c.get('state') for c in ctrl['ctrlrs']]
-            if states == ['enabled']:
-                return
-            self.assertLess(time.monotonic(), deadline, states)
-            time.sleep(0.2)
+    @staticmethod
+    def _assert_connected(compute, timeout=30):
+        spdk_target.wait_nvme_enabled(compute, 'remote0', timeout)
 
     def _broken_tree(self, app, says='SPDK v26.05'):
         """A tree whose ``app`` reports a release and then fails to run."""

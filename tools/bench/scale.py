@@ -16,7 +16,6 @@ depend on the machine, so CI checks those and only reports the time.
 import uuid
 
 from tools.bench import control
-from tools.bench import timing
 
 #: Largest/smallest of a figure an operation may show (issue 16).
 LIMIT = 1.2
@@ -94,16 +93,7 @@ def attach_detach(bench, host, repeats):
     """connect_volume / disconnect_volume of a volume of the pool."""
     lvol = host.volumes[0]
     props = bench.props('bench-scale-%s' % uuid.uuid4(), lvol)
-    connect, disconnect = [], []
-    for _ in range(repeats):
-        info, sample = timing.measure(bench.counter,
-                                      bench.connector.connect_volume, props)
-        connect.append(sample)
-        disconnect.append(timing.measure(
-            bench.counter, bench.connector.disconnect_volume, props,
-            info)[1])
-    return {'attach': timing.summarise(connect),
-            'detach': timing.summarise(disconnect)}
+    return control.attach_detach(bench, props, repeats)
 
 
 def _ratio(large, small):

@@ -7,7 +7,6 @@ storage target without ``--force``, because the record the driver wrote
 beside its saved config shows the host rides out the window.
 """
 
-import time
 
 from os_brick_connector import host_settings
 from os_brick_connector import reconnect
@@ -66,17 +65,6 @@ class UpgradeReadsDriverRecordTest(base.TargetTestCase):
                 self.target.process = up.target.process
         return said
 
-    def wait_connected(self, timeout=30):
-        deadline = time.monotonic() + timeout
-        while True:
-            [ctrl] = self.compute.call('bdev_nvme_get_controllers',
-                                       {'name': 'remote0'})
-            states = [c.get('state') for c in ctrl['ctrlrs']]
-            if states == ['enabled']:
-                return
-            self.assertLess(time.monotonic(), deadline, states)
-            time.sleep(0.2)
-
     def test_recorded_host_rides_out_the_upgrade_then_is_forgotten(self):
         volume = self.make_volume()
         self.driver.create_volume(volume)
@@ -88,7 +76,7 @@ class UpgradeReadsDriverRecordTest(base.TargetTestCase):
 
         self.assertIn('every connected NVMe-oF host rides out 60 s', said)
         self.assertIn('upgraded: every object back', said[-1])
-        self.wait_connected()
+        spdk_target.wait_nvme_enabled(self.compute, 'remote0')
         # The driver goes on with the new target, and forgets the host
         # at detach.
         self.compute.bdev_nvme_detach_controller('remote0')
