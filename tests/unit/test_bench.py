@@ -92,18 +92,27 @@ class _Upstream(object):
         self.thread.join(5)
 
 
+def relayed_client(test):
+    """A fake target, the counting relay before it, a client of the relay.
+
+    Returns ``(counter, client socket)``; the test cleans all up.
+    """
+    tmp = test.useFixture(fixtures.TempDir()).path
+    upstream = _Upstream(os.path.join(tmp, 'up.sock'))
+    test.addCleanup(upstream.close)
+    counter = rpc_counter.RpcCounter(os.path.join(tmp, 'up.sock'),
+                                     os.path.join(tmp, 'relay.sock'))
+    test.addCleanup(counter.close)
+    client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    test.addCleanup(client.close)
+    client.connect(counter.path)
+    return counter, client
+
+
 class RpcCounterTest(base.TestCase):
 
     def test_counts_requests_split_and_batched(self):
-        tmp = self.useFixture(fixtures.TempDir()).path
-        upstream = _Upstream(os.path.join(tmp, 'up.sock'))
-        self.addCleanup(upstream.close)
-        counter = rpc_counter.RpcCounter(os.path.join(tmp, 'up.sock'),
-                                         os.path.join(tmp, 'relay.sock'))
-        self.addCleanup(counter.close)
-        client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.addCleanup(client.close)
-        client.connect(counter.path)
+        counter, client = relayed_client(self)
         one = json.dumps({'id': 1, 'method': 'bdev_get_bdevs'})
         two = json.dumps({'id': 2, 'method': 'bdev_lvol_create'})
         with counter.measure() as calls:

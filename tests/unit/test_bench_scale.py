@@ -1,15 +1,10 @@
 """Unit tests of the scale and attach-memory figures, and reply bytes."""
 
 import json
-import os
-import socket
-
-import fixtures
 
 from tests import base
 from tests.unit import test_bench
 from tools.bench import attach_memory
-from tools.bench import rpc_counter
 from tools.bench import scale
 
 
@@ -22,15 +17,7 @@ def _op(seconds, calls, replies):
 class ReplyBytesTest(base.TestCase):
 
     def test_reply_bytes_are_counted_by_method(self):
-        tmp = self.useFixture(fixtures.TempDir()).path
-        upstream = test_bench._Upstream(os.path.join(tmp, 'up.sock'))
-        self.addCleanup(upstream.close)
-        counter = rpc_counter.RpcCounter(os.path.join(tmp, 'up.sock'),
-                                         os.path.join(tmp, 'relay.sock'))
-        self.addCleanup(counter.close)
-        client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.addCleanup(client.close)
-        client.connect(counter.path)
+        counter, client = test_bench.relayed_client(self)
         with counter.measure() as calls:
             client.sendall(json.dumps({'id': 7, 'method': 'bdev_get_bdevs'})
                            .encode())
