@@ -22,8 +22,8 @@ v26.05:
   before its lvol exists and completes when examine finds it);
 * it claims the lvol (exclusive write): while the volume is attached
   here, its lvol cannot also be an NVMe-oF namespace (SPDK answers
-  ``nvmf_subsystem_add_ns`` with -32602), nor be stacked on again.
-  :func:`layers_over` lets the Cinder driver see through the layer.
+  ``nvmf_subsystem_add_ns`` with -32602), nor be stacked on again; the
+  Cinder driver reads the claim to know the volume is in use.
 
 Front-end QoS limits go on this bdev, back-end ones stay on the lvol, so
 neither overwrites the other.
@@ -82,13 +82,6 @@ def members(client, bdev):
 def is_layer_of(client, bdev, base):
     """Whether ``bdev`` is this module's layer over ``base`` alone."""
     return members(client, bdev) == [base]
-
-
-def layers_over(client, bdevs):
-    """Names of the raid bdevs one of ``bdevs`` is a member of."""
-    wanted = set(bdevs)
-    return {raid['name'] for raid in _raids(client)
-            if wanted.intersection(_members(raid))}
 
 
 def delete(client, bdev):
