@@ -4,7 +4,7 @@ A compute host that shares the backend's SPDK target gets the lvol
 itself (``transport: local``); any other gets a per-volume NVMe-oF
 subsystem admitting its host NQN alone. The dictionary's keys are the
 wire format, documented once in
-``os_brick_connector.properties.ConnectionProperties``. cinder-backup's
+``spdk_vhost_core.properties.ConnectionProperties``. cinder-backup's
 connector gets a staged raw file instead (see :mod:`backup`).
 """
 

@@ -35,12 +35,12 @@ from cinder_spdk_vhost import pools
 from cinder_spdk_vhost import stats
 from cinder_spdk_vhost import target_rpcs
 from cinder_spdk_vhost import validation
-from os_brick_connector import config as rpc_config
-from os_brick_connector import exception as rpc_exc
-from os_brick_connector import saved_config
-from os_brick_connector import spdk_rpc
-from os_brick_connector import spdk_version
-from os_brick_connector import validation as brick_validation
+from spdk_vhost_core import exception as rpc_exc
+from spdk_vhost_core import options as rpc_options
+from spdk_vhost_core import saved_config
+from spdk_vhost_core import spdk_rpc
+from spdk_vhost_core import spdk_version
+from spdk_vhost_core import validation as brick_validation
 
 LOG = log.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class SpdkVhostDriver(driver.VolumeDriver):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.configuration.append_config_values(rpc_config.rpc_opts)
+        self.configuration.append_config_values(rpc_options.rpc_opts)
         self.configuration.append_config_values(options.driver_opts)
         self.client = None
         self.exporter = None
@@ -80,7 +80,7 @@ class SpdkVhostDriver(driver.VolumeDriver):
 
     @staticmethod
     def get_driver_options():
-        return rpc_config.rpc_opts + options.driver_opts
+        return rpc_options.rpc_opts + options.driver_opts
 
     # -- setup -----------------------------------------------------------
 
@@ -113,8 +113,7 @@ class SpdkVhostDriver(driver.VolumeDriver):
         """Refuse an SPDK release outside spdk_version.SUPPORTED."""
         try:
             spdk_version.check(self.client)
-        except (spdk_version.UnsupportedSpdkVersion,
-                rpc_exc.SpdkRpcError) as err:
+        except (rpc_exc.UnsupportedSpdkVersion, rpc_exc.SpdkRpcError) as err:
             raise exception.VolumeDriverException(
                 message=str(err)) from err
 

@@ -8,7 +8,7 @@ import contextlib
 
 from cinder import exception
 
-from os_brick_connector import exception as rpc_exc
+from spdk_vhost_core import exception as rpc_exc
 
 
 @contextlib.contextmanager

@@ -22,11 +22,11 @@ from cinder.objects import fields
 from oslo_log import log
 
 from cinder_spdk_vhost import target_rpcs
-from os_brick_connector import exception as rpc_exc
-from os_brick_connector import host_settings
-from os_brick_connector import nvme_auth
-from os_brick_connector import properties
-from os_brick_connector import reconnect
+from spdk_vhost_core import exception as rpc_exc
+from spdk_vhost_core import host_settings
+from spdk_vhost_core import nvme_auth
+from spdk_vhost_core import properties
+from spdk_vhost_core import reconnect
 
 LOG = log.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class NvmfExport(object):
         """What holds the lvol for a guest: [] when nothing does.
 
         An NVMe-oF namespace and a local attachment's layer
-        (:mod:`os_brick_connector.volume_bdev`) both claim the lvol,
+        (:mod:`spdk_vhost_core.volume_bdev`) both claim the lvol,
         which the lookup that found it already says, so an unused lvol
         costs no round trip here; naming the holder costs one, on the
         refusal path only. A vhost controller opened directly on the lvol

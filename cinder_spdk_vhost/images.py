@@ -21,7 +21,7 @@ from oslo_utils import fileutils
 from cinder_spdk_vhost import dd
 from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import rollback
-from os_brick_connector import exception as rpc_exc
+from spdk_vhost_core import exception as rpc_exc
 
 LOG = log.getLogger(__name__)
 

@@ -11,7 +11,7 @@ same end; scratch lvols of image transfers carry :data:`TEMP_PREFIX`.
 
 import collections
 
-from os_brick_connector import exception as rpc_exc
+from spdk_vhost_core import exception as rpc_exc
 
 HIDDEN_PREFIX = 'clonesnap-'
 # Scratch lvols (and aio bdevs) of image transfers; any found at start-up

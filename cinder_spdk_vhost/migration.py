@@ -25,7 +25,7 @@ from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import operation
 from cinder_spdk_vhost import pools
 from cinder_spdk_vhost import rollback
-from os_brick_connector import exception as rpc_exc
+from spdk_vhost_core import exception as rpc_exc
 
 LOG = log.getLogger(__name__)
 

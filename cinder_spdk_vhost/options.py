@@ -1,7 +1,7 @@
 """Configuration options of the Cinder SPDK vhost driver.
 
 They live in the backend's section of cinder.conf, next to the SPDK
-JSON-RPC options of :mod:`os_brick_connector.config` (how to reach the
+JSON-RPC options of :mod:`spdk_vhost_core.options` (how to reach the
 target), which the driver registers in the same section.
 """
 

@@ -3,7 +3,7 @@
 import copy
 
 from cinder_spdk_vhost import options
-from os_brick_connector import config
+from spdk_vhost_core import options as rpc_options
 
 # Shown under a backend-like section; in cinder.conf the options go in
 # each SPDK backend's own section.
@@ -12,5 +12,5 @@ GROUP = 'spdk_vhost_backend'
 
 def list_opts():
     """Return the driver's options (and the RPC ones it registers)."""
-    return [(GROUP, copy.deepcopy(config.rpc_opts) +
+    return [(GROUP, copy.deepcopy(rpc_options.rpc_opts) +
              copy.deepcopy(options.driver_opts))]

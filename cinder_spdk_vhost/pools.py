@@ -17,8 +17,7 @@ from cinder_spdk_vhost import locks
 from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import qos
 from cinder_spdk_vhost import qos_apply
-from os_brick_connector import exception as rpc_exc
-from os_brick_connector import saved_config
+from spdk_vhost_core import exception as rpc_exc
 
 LOG = log.getLogger(__name__)
 #: Where QoS limits live in the target's config: all a QoS change saves.
@@ -151,7 +150,7 @@ class Pools(object):
         """
         try:
             self.saver.save(subsystems)
-        except saved_config.ConfigNotSaved as err:
+        except rpc_exc.ConfigNotSaved as err:
             raise exception.VolumeBackendAPIException(data=str(err)) from err
 
     # -- making and changing lvols ---------------------------------------

@@ -1,6 +1,6 @@
 """Cinder QoS specs of a volume type as the SPDK limits of its lvols.
 
-The rules (keys, rounding, validation) are :mod:`os_brick_connector.qos`,
+The rules (keys, rounding, validation) are :mod:`spdk_vhost_core.qos`,
 shared with the connector; here only what is the Cinder driver's: which
 consumers SPDK enforces on the storage side, all four limits (0 = off)
 for a volume, and Cinder's exception.
@@ -8,7 +8,7 @@ for a volume, and Cinder's exception.
 
 from cinder import exception
 
-from os_brick_connector import qos as rules
+from spdk_vhost_core import qos as rules
 
 CONSUMERS = ('back-end', 'both')
 SPDK_KEYS = rules.SPDK_KEYS

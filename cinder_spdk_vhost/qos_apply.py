@@ -15,7 +15,7 @@ from oslo_log import log
 
 from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import qos
-from os_brick_connector import exception as rpc_exc
+from spdk_vhost_core import exception as rpc_exc
 
 LOG = log.getLogger(__name__)
 

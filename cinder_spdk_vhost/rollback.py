@@ -9,7 +9,7 @@ import contextlib
 
 from oslo_log import log
 
-from os_brick_connector import exception as rpc_exc
+from spdk_vhost_core import exception as rpc_exc
 
 LOG = log.getLogger(__name__)
 

@@ -14,8 +14,8 @@ import re
 
 from cinder import exception
 
-from os_brick_connector import saved_config
-from os_brick_connector import validation as brick_validation
+from spdk_vhost_core import saved_config
+from spdk_vhost_core import validation as brick_validation
 
 # SPDK lvol and lvol store names: at most 63 bytes (SPDK_LVOL_NAME_MAX
 # minus the NUL); ours are also never paths.

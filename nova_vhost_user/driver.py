@@ -21,12 +21,12 @@ from nova_vhost_user import memory
 from nova_vhost_user import migration
 from nova_vhost_user import reactors
 from nova_vhost_user import volume
-from os_brick_connector import config as brick_config
+from os_brick_connector import conf_check
 from os_brick_connector import connector_errors
-from os_brick_connector import exception as spdk_exception
-from os_brick_connector import spdk_rpc
-from os_brick_connector import spdk_version
-from os_brick_connector import validation
+from spdk_vhost_core import exception as spdk_exception
+from spdk_vhost_core import spdk_rpc
+from spdk_vhost_core import spdk_version
+from spdk_vhost_core import validation
 
 CONF = volume.CONF
 LOG = logging.getLogger(__name__)
@@ -47,7 +47,6 @@ class LibvirtVhostUserDriver(libvirt_driver.LibvirtDriver):
         # entry is all it takes for connect, get_config and disconnect.
         libvirt_driver.VOLUME_DRIVERS.setdefault(volume.DRIVER_TYPE,
                                                  VOLUME_DRIVER)
-        spdk_rpc.SpdkClient.register_opts(CONF, 'spdk_vhost')
 
     def init_host(self, host):
         super().init_host(host)
@@ -69,7 +68,7 @@ class LibvirtVhostUserDriver(libvirt_driver.LibvirtDriver):
         """
         try:
             spdk_version.check(client)
-        except spdk_version.UnsupportedSpdkVersion as err:
+        except spdk_exception.UnsupportedSpdkVersion as err:
             raise exception.InvalidConfiguration(str(err)) from err
         except spdk_exception.SpdkRpcError as err:
             LOG.warning('Could not check the SPDK target\'s version: %s',
@@ -82,10 +81,9 @@ class LibvirtVhostUserDriver(libvirt_driver.LibvirtDriver):
         Better at start, naming the option, than at a tenant's first
         attach.
         """
-        brick_config.register_connector_opts(CONF)
         conf = CONF.spdk_vhost
         try:
-            validation.check_conf(conf)
+            conf_check.check_conf(conf)
         except connector_errors.InvalidConnectorConfig as err:
             raise exception.InvalidConfiguration(str(err)) from err
         if conf.spdk_rpc_address is None:

@@ -16,7 +16,7 @@ match") and SPDK could not serve: :func:`keep_memory_backing` puts back
 the source's.
 
 Hyperconverged volumes (``transport: local``) cannot move: their lvol is
-claimed by this host's vhost layer (see :mod:`os_brick_connector.volume_bdev`),
+claimed by this host's vhost layer (see :mod:`spdk_vhost_core.volume_bdev`),
 so it cannot be exported to the destination while the guest runs here,
 and a guest left reading through this host would pin it all the same.
 :func:`local_volume_problem` names them for the source pre-check.

@@ -2,7 +2,7 @@
 
 import copy
 
-from nova_vhost_user import conf
+from nova_vhost_user import options
 
 
 def list_opts():
@@ -12,4 +12,4 @@ def list_opts():
     ``os_brick_connector.opts``; listing them here too would print them
     twice in a sample built from both namespaces.
     """
-    return [(conf.GROUP, copy.deepcopy(conf.nova_opts))]
+    return [(options.GROUP, copy.deepcopy(options.nova_opts))]

@@ -23,8 +23,8 @@ from nova import exception
 from nova.virt import hardware
 from oslo_log import log as logging
 
-from os_brick_connector import exception as spdk_exception
 from os_brick_connector import numa
+from spdk_vhost_core import exception as spdk_exception
 
 LOG = logging.getLogger(__name__)
 

@@ -14,13 +14,13 @@ from nova.virt.libvirt.volume import volume as libvirt_volume
 from oslo_log import log as logging
 
 from nova_vhost_user import brick
-from nova_vhost_user import conf as vhost_conf
 from nova_vhost_user import exception as vhost_exception
 from nova_vhost_user import libvirt_config
 from nova_vhost_user import numa
+from nova_vhost_user import options
 
 CONF = nova.conf.CONF
-vhost_conf.register_opts(CONF)
+options.register_opts(CONF)
 LOG = logging.getLogger(__name__)
 
 DRIVER_TYPE = 'spdk_vhost'

@@ -1,1 +1,1 @@
-"""SPDK JSON-RPC client and the os-brick connector for vhost-user-blk."""
+"""The os-brick connector that attaches SPDK volumes as vhost-user-blk."""

@@ -18,26 +18,26 @@ from oslo_config import cfg
 from oslo_log import log
 from oslo_utils import excutils
 
-from os_brick_connector import config
+from os_brick_connector import backing
+from os_brick_connector import conf_check
 from os_brick_connector import connector_errors as errors
-from os_brick_connector import exception as spdk_exc
+from os_brick_connector import controller_saver
 from os_brick_connector import frontend_qos
 from os_brick_connector import host_identity
 from os_brick_connector import numa
-from os_brick_connector import nvme_initiator
+from os_brick_connector import options
 from os_brick_connector import privileged
-from os_brick_connector import properties
-from os_brick_connector import saved_config
-from os_brick_connector import spdk_rpc
 from os_brick_connector import trace
-from os_brick_connector import validation
-from os_brick_connector import volume_bdev
+from spdk_vhost_core import exception as spdk_exc
+from spdk_vhost_core import properties
+from spdk_vhost_core import saved_config
+from spdk_vhost_core import spdk_rpc
+from spdk_vhost_core import validation
 
 LOG = log.getLogger(__name__)
 
 PROTOCOL = 'SPDK_VHOST'
 DEVICE_TYPE = 'vhost_user_blk'
-CONTROLLER_PREFIX = 'vhost-'
 _LOCK = 'spdk-vhost-connector'
 #: One connector call at a time on this host (external: Nova workers).
 synchronized = lockutils.synchronized(_LOCK, external=True)
@@ -45,28 +45,23 @@ synchronized = lockutils.synchronized(_LOCK, external=True)
 
 def default_conf():
     """``CONF.spdk_vhost`` with the connector's options registered."""
-    config.register_connector_opts(cfg.CONF)
+    options.register_opts(cfg.CONF)
     return cfg.CONF.spdk_vhost
 
 
-def _controller_bdev(ctrl):
-    return ctrl.get('backend_specific', {}).get('block', {}).get('bdev')
-
-
 def target_errors(func):
-    """Only os-brick exceptions leave: an SPDK failure becomes TargetError.
+    """Only os-brick exceptions leave: a core error is translated.
 
-    The :class:`exception.SpdkRpcError` stays the ``__cause__``, with the
-    method, its (masked) parameters and SPDK's code and message.
+    The core's error (an :class:`exception.SpdkRpcError` with the method,
+    its masked parameters and SPDK's code and message) is the cause.
     """
     @functools.wraps(func)
     def wrapper(self, *args, **kwargs):
         try:
             return func(self, *args, **kwargs)
-        except spdk_exc.SpdkRpcError as err:
-            raise errors.TargetError(target=self.client.target,
-                                     action=func.__name__,
-                                     reason=err) from err
+        except spdk_exc.SpdkVhostError as err:
+            raise errors.from_core(err, self.client.target,
+                                   func.__name__) from err
     return wrapper
 
 
@@ -104,12 +99,13 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         super().__init__(root_helper, driver=driver, execute=execute,
                          *args, **kwargs)
         self.conf = conf if conf is not None else default_conf()
-        validation.check_conf(self.conf)
+        conf_check.check_conf(self.conf)
         if self.conf.spdk_rpc_address is None:
             validation.warn_if_world_writable(self.conf.spdk_rpc_socket)
         self.client = (client if client is not None
                        else spdk_rpc.SpdkClient.from_conf(self.conf))
-        self.saved = saved_config.ControllerSaver(
+        self.backing = backing.Backing(self.client, self.conf)
+        self.saved = controller_saver.ControllerSaver(
             saved_config.ConfigSaver.from_conf(self.client, self.conf))
         # The target's vhost socket directory (spdk_tgt -S), once known.
         self._socket_dir = None
@@ -144,88 +140,6 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
                 'numa_node': nodes.pop() if len(nodes) == 1 else None}
 
     # -- connect -----------------------------------------------------------
-
-    def _canonical(self, bdev):
-        """A bdev's own name: an alias (lvs/lvol) is listed by its UUID."""
-        return self.client.bdev_get_bdevs(name=bdev)[0]['name']
-
-    def _lvol_bdev(self, props):
-        """The local lvol's bdev name: its UUID, which Cinder gives."""
-        return props.get('lvol_uuid') or self._canonical(props.bdev)
-
-    def _served(self, ctrl, props):
-        """The bdev of ``ctrl`` if it already serves this volume, else None.
-
-        An attachment made by an older release (the lvol itself, or an
-        NVMe controller named after the subsystem) is kept as it is until
-        it is detached: its guest may be running.
-        """
-        used = _controller_bdev(ctrl)
-        if not used:
-            return None
-        if props.is_local:
-            lvol = self._lvol_bdev(props)
-            if used == lvol or volume_bdev.is_layer_of(self.client, used,
-                                                       lvol):
-                return used
-        elif nvme_initiator.serves(self.client, props, used):
-            return used
-        return None
-
-    def _bdev(self, props, undo):
-        """The bdev the controller exposes, named after the volume.
-
-        Its name is the disk serial the guest sees (see volume_bdev): a
-        layer over a local lvol, the NVMe namespace of a remote one.
-        Returns it, and the saved-config entry that makes it when that
-        is all the attach adds to the ``bdev`` subsystem (else None).
-        """
-        if props.is_local:
-            return self._local_layer(props, undo)
-        created = False
-        try:
-            wanted, created = nvme_initiator.attach(self.client, props,
-                                                    self.conf)
-        except spdk_exc.SpdkTransportError:
-            # The answer was lost: it may be attached. Detach only if
-            # no other volume's controller uses it.
-            created = True
-            raise
-        finally:
-            if created:
-                undo.append(lambda: nvme_initiator.detach_if_unused(
-                    self.client, props,
-                    self.client.vhost_get_controllers(), self.conf))
-        return self._canonical(wanted), None
-
-    def _local_layer(self, props, undo):
-        """Create (or find) the layer named after the volume on its lvol."""
-        lvol = self._lvol_bdev(props)
-        layer = volume_bdev.name(props.volume_id)
-        try:
-            volume_bdev.create(self.client, layer, lvol)
-        except spdk_exc.AlreadyExists:
-            if not volume_bdev.is_layer_of(self.client, layer, lvol):
-                raise errors.BdevConflict(bdev=layer, wanted=lvol)
-            # Another guest's controller of a multiattach volume uses it,
-            # or a detach that did not finish left it.
-        except spdk_exc.NotPermitted as err:
-            # Nothing was created; SPDK's log names who holds the lvol.
-            raise errors.VolumeClaimed(bdev=props.bdev,
-                                       reason=err) from err
-        except spdk_exc.SpdkTransportError:
-            undo.append(lambda: self._drop_unused_layer(layer))
-            raise
-        # Never delete it from under a controller of another guest.
-        undo.append(lambda: self._drop_unused_layer(layer))
-        return layer, volume_bdev.config_entry(layer, lvol)
-
-    def _drop_unused_layer(self, layer, controllers=None):
-        """Delete the volume's layer unless a controller still uses it."""
-        if controllers is None:
-            controllers = self.client.vhost_get_controllers()
-        if all(_controller_bdev(ctrl) != layer for ctrl in controllers):
-            volume_bdev.delete(self.client, layer)
 
     def _create_controller(self, name, bdev, props, undo, topology):
         """Create the controller on the least loaded reactor of the node.
@@ -267,7 +181,7 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
                     'bdev': bdev, 'readonly': props.read_only}}}
 
     def _check_reusable(self, ctrl, bdev, props):
-        found = _controller_bdev(ctrl)
+        found = backing.controller_bdev(ctrl)
         if found != bdev:
             raise errors.ControllerConflict(ctrlr=ctrl['ctrlr'],
                                             found=found, wanted=bdev)
@@ -284,7 +198,7 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         gid = (grp.getgrnam(conf.vhost_socket_group).gr_gid
                if conf.vhost_socket_group else -1)
         privileged.set_socket_access(
-            path, uid, gid, validation.socket_mode(conf.vhost_socket_mode))
+            path, uid, gid, conf_check.socket_mode(conf.vhost_socket_mode))
 
     def _undo(self, undo):
         for step in reversed(undo):
@@ -321,12 +235,12 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         ``vhost_blk`` config (proof the target still has it; the layer's
         entry is added to the saved file as the call made it).
         """
-        topology = numa.Topology.read(self.client, self.conf.sysfs_root)
+        topology = numa.Topology.read(self.client)
         ctrl = self._controller(name) if name in topology.threads else None
-        bdev = self._served(ctrl, props) if ctrl is not None else None
+        bdev = self.backing.served(ctrl, props) if ctrl is not None else None
         entry = None
         if bdev is None:
-            bdev, entry = self._bdev(props, undo)
+            bdev, entry = self.backing.make(props, undo)
         if ctrl is not None:
             self._check_reusable(ctrl, bdev, props)
         # Limits before the controller: no guest may run without them.
@@ -425,35 +339,13 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         with chainer.context(force, 'Deleting vhost-blk controller %s '
                              'failed', name):
             ctrl = self._controller(name)
-            used = _controller_bdev(ctrl) if ctrl is not None else None
+            used = backing.controller_bdev(ctrl) if ctrl is not None else None
             gone = self._delete_controller(name, force, ctrl)
         if gone:
             with chainer.context(force, 'Releasing the bdev of %s failed',
                                  name):
-                removed = self._release(props, used)
+                removed = self.backing.release(props, used)
         return gone, removed
-
-    def _release(self, props, used):
-        """Remove what the deleted controller alone used.
-
-        ``used`` is the bdev it exposed (None when it was gone already):
-        the NVMe controller to detach is found from it, so one named by
-        an older release goes too. Returns the layer's saved-config entry
-        when the layer is what went.
-        """
-        if props.is_remote:
-            nvme_initiator.detach_if_unused(
-                self.client, props, self.client.vhost_get_controllers(),
-                self.conf, bdev=used)
-            return None
-        layer = volume_bdev.name(props.volume_id)
-        if props.attached_to is None:
-            # No other guest's controller can be on it: only a
-            # multiattach volume's guests share a layer.
-            volume_bdev.delete(self.client, layer)
-        else:
-            self._drop_unused_layer(layer)
-        return volume_bdev.config_entry(layer, used)
 
     # -- the rest of the os-brick interface --------------------------------
 
@@ -468,9 +360,10 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         """
         ctrl = self._controller(properties.ConnectionProperties(
             connection_properties, strict=False).controller)
-        if ctrl is None or not _controller_bdev(ctrl):
+        bdev = backing.controller_bdev(ctrl) if ctrl is not None else None
+        if not bdev:
             return None
-        info = self.client.bdev_get_bdevs(name=_controller_bdev(ctrl))[0]
+        info = self.client.bdev_get_bdevs(name=bdev)[0]
         return info['num_blocks'] * info['block_size']
 
     @target_errors

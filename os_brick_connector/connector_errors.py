@@ -1,13 +1,14 @@
 """Errors of the vhost-user-blk connector, as os-brick exceptions.
 
 Nova catches :class:`os_brick.exception.BrickException` around connector
-calls, so everything the connector raises is one: its refusals, and
-``TargetError`` for a failure of the target, whose cause is the
-:mod:`os_brick_connector.exception` error SPDK's answer (or its absence)
-made.
+calls, so everything the connector raises is one: its refusals, and the
+shared core's errors translated by :func:`from_core` (``TargetError``
+for a failure of the target), with the core's error as the cause.
 """
 
 from os_brick import exception
+
+from spdk_vhost_core import exception as core_exception
 
 
 class TargetError(exception.BrickException):
@@ -92,3 +93,12 @@ class VolumeClaimed(exception.BrickException):
     message = ('lvol %(bdev)s is held by another SPDK module (an NVMe-oF '
                'export to another host, or another layer): it cannot be '
                'attached on its own host at the same time: %(reason)s')
+
+
+def from_core(err, target, action):
+    """The os-brick exception for a :mod:`spdk_vhost_core` error."""
+    if isinstance(err, core_exception.InvalidProperties):
+        return InvalidConnectionProperties(reason=err.reason)
+    if isinstance(err, core_exception.ConfigNotSaved):
+        return TargetConfigNotSaved(path=err.path, reason=err.reason)
+    return TargetError(target=target, action=action, reason=err)

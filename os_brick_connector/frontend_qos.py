@@ -7,8 +7,8 @@ SPDK cannot honour is refused, never dropped.
 """
 
 from os_brick_connector import connector_errors as errors
-from os_brick_connector import exception as spdk_exc
-from os_brick_connector import qos
+from spdk_vhost_core import exception as spdk_exc
+from spdk_vhost_core import qos
 
 
 def spdk_limits(qos_specs):

@@ -17,7 +17,7 @@ import uuid
 from oslo_log import log
 
 from os_brick_connector import connector_errors as errors
-from os_brick_connector import reconnect
+from spdk_vhost_core import reconnect
 
 LOG = log.getLogger(__name__)
 

@@ -21,6 +21,9 @@ from oslo_log import log
 
 from os_brick_connector import connector_errors as errors
 
+#: Where the NUMA layout is read (a test points it at a fake tree).
+SYSFS_ROOT = '/sys'
+
 LOG = log.getLogger(__name__)
 
 UNKNOWN_NODE = -1
@@ -101,9 +104,9 @@ class Topology(object):
         return load
 
     @classmethod
-    def read(cls, client, sysfs_root):
+    def read(cls, client, sysfs_root=None):
         """Ask the target for its reactors and sysfs for their nodes."""
-        cpu_nodes = sysfs_cpu_nodes(sysfs_root)
+        cpu_nodes = sysfs_cpu_nodes(sysfs_root or SYSFS_ROOT)
         reactor_nodes, threads = {}, {}
         reactors = client.framework_get_reactors()['reactors']
         for reactor in reactors:

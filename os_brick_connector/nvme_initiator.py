@@ -27,8 +27,8 @@ import re
 from oslo_log import log
 
 from os_brick_connector import connector_errors as errors
-from os_brick_connector import exception as spdk_exc
-from os_brick_connector import nvme_auth
+from spdk_vhost_core import exception as spdk_exc
+from spdk_vhost_core import nvme_auth
 
 LOG = log.getLogger(__name__)
 

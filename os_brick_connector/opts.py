@@ -2,12 +2,13 @@
 
 import copy
 
-from os_brick_connector import config
+from os_brick_connector import options
+from spdk_vhost_core import options as rpc_options
 
 GROUP = 'spdk_vhost'
 
 
 def list_opts():
     """Return this package's options by group, for the sample config."""
-    return [(GROUP, copy.deepcopy(config.rpc_opts) +
-             copy.deepcopy(config.connector_opts))]
+    return [(GROUP, copy.deepcopy(rpc_options.rpc_opts) +
+             copy.deepcopy(options.connector_opts))]

@@ -11,7 +11,7 @@ import time
 
 from oslo_log import log
 
-from os_brick_connector import exception
+from spdk_vhost_core import exception
 
 LOG = log.getLogger(__name__)
 

@@ -5,8 +5,8 @@ The API tests can only see what Cinder reports; on an all-in-one host
 from SPDK, so a QoS spec reported as applied but not in force fails.
 """
 
-from os_brick_connector import qos
-from os_brick_connector import spdk_rpc
+from spdk_vhost_core import qos
+from spdk_vhost_core import spdk_rpc
 
 
 def expected_limits(qos_specs):

@@ -7,7 +7,7 @@ checks than random bytes, mixed with arbitrary JSON.
 
 from hypothesis import strategies as st
 
-from os_brick_connector import exception as spdk_exc
+from spdk_vhost_core import exception as spdk_exc
 
 VOLUME_ID = '6a1c7b8e-0d2f-4c3e-9a51-0a2b3c4d5e6f'
 GOOD_NQN = ('nqn.2014-08.org.nvmexpress:uuid:'

@@ -16,7 +16,7 @@ import hashlib
 import os
 import time
 
-from os_brick_connector import exception
+from spdk_vhost_core import exception
 from testbed.guest import qemu
 
 MiB = 1024 * 1024

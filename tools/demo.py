@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 
-from os_brick_connector import spdk_rpc
+from spdk_vhost_core import spdk_rpc
 from testbed.guest import qemu
 from testbed import service_process
 from testbed import spdk_target

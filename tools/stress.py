@@ -57,12 +57,12 @@ def _connector(socket_path):
     """An os-brick connector, as one nova-compute process has it."""
     from oslo_config import cfg
 
-    from os_brick_connector import config
     from os_brick_connector import connector
+    from os_brick_connector import options
     from os_brick_connector import privileged
 
     conf = cfg.ConfigOpts()
-    config.register_connector_opts(conf)
+    options.register_opts(conf)
     conf([], project='spdk-vhost-stress')
     for name, value in (('spdk_rpc_socket', socket_path),
                         ('numa_policy', 'none'), ('host_nqn', HOST_NQN),
@@ -212,7 +212,7 @@ def leaks(storage, compute):
 
 def _start_targets(stack, args):
     """Real targets (storage, and compute with --remote), their clients."""
-    from os_brick_connector import spdk_rpc
+    from spdk_vhost_core import spdk_rpc
     from testbed import spdk_target
 
     def target(app, name):

@@ -4,6 +4,6 @@
 # tests/unit checks it.
 from oslo_config import cfg
 
-from os_brick_connector import config
+from spdk_vhost_core import options
 
-cfg.set_defaults(config.rpc_opts, spdk_saved_config='')
+cfg.set_defaults(options.rpc_opts, spdk_saved_config='')

@@ -52,7 +52,7 @@ import re
 import time
 import uuid as uuidlib
 
-from os_brick_connector import spdk_version
+from spdk_vhost_core import spdk_version
 from testbed import net
 from testbed import spdk_target
 

@@ -5,7 +5,7 @@ The storage target (an interrupt-mode ``nvmf_tgt``) exports a raw file
 the compute target (a polling ``vhost``: SPDK's NVMe-oF initiator refuses
 interrupt mode) attaches it with ``bdev_nvme_attach_controller`` naming
 its own keyring key. Both sides get their keys through
-``os_brick_connector.nvme_auth``, as the drivers do, so the real in-band
+``spdk_vhost_core.nvme_auth``, as the drivers do, so the real in-band
 authentication runs on the secrets the product makes.
 """
 
@@ -15,9 +15,9 @@ import stat
 
 import fixtures
 
-from os_brick_connector import exception as spdk_exc
-from os_brick_connector import nvme_auth
-from os_brick_connector import spdk_rpc
+from spdk_vhost_core import exception as spdk_exc
+from spdk_vhost_core import nvme_auth
+from spdk_vhost_core import spdk_rpc
 from testbed import net
 from testbed import spdk_target
 from tests import base

@@ -17,13 +17,13 @@ import sys
 
 import fixtures
 
-from os_brick_connector import host_settings
-from os_brick_connector import nvme_auth
-from os_brick_connector import reconnect
-from os_brick_connector import spdk_rpc
-from os_brick_connector import systemd_unit
-from os_brick_connector import target_inventory
-from os_brick_connector import upgrade
+from spdk_vhost_core import host_settings
+from spdk_vhost_core import nvme_auth
+from spdk_vhost_core import reconnect
+from spdk_vhost_core import spdk_rpc
+from spdk_vhost_core import systemd_unit
+from spdk_vhost_core import target_inventory
+from spdk_vhost_core import upgrade
 from testbed import net
 from testbed import spdk_build
 from testbed import spdk_target

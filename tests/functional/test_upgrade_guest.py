@@ -21,7 +21,7 @@ import time
 
 import fixtures
 
-from os_brick_connector import upgrade
+from spdk_vhost_core import upgrade
 from testbed.guest import qemu
 from testbed import spdk_build
 from tests.functional import test_upgrade

@@ -6,7 +6,7 @@ node with only local volumes runs, idle at ~0% CPU between the tests.
 
 import fixtures
 
-from os_brick_connector import spdk_rpc
+from spdk_vhost_core import spdk_rpc
 from testbed.guest import qemu
 from testbed import spdk_target
 from tests import base

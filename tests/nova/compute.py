@@ -11,8 +11,8 @@ from nova.virt import fake
 from os_brick import privileged as brick_privileged
 
 from nova_vhost_user import driver
+from nova_vhost_user import options as nova_options
 from nova_vhost_user import volume
-from os_brick_connector import config
 from os_brick_connector import privileged
 
 CONF = volume.CONF
@@ -37,7 +37,7 @@ def options(rpc_socket, target_id, **extra):
 
 def register(conf=CONF):
     """Everything [spdk_vhost] holds, so it can be set before first use."""
-    config.register_connector_opts(conf)
+    nova_options.register_opts(conf)
 
 
 def apply(conf=CONF, **settings):

@@ -18,6 +18,8 @@ class FakeSysfs(fixtures.Fixture):
 
     def _setUp(self):
         self.root = self.useFixture(fixtures.TempDir()).path
+        self.useFixture(fixtures.MockPatch(
+            'os_brick_connector.numa.SYSFS_ROOT', self.root))
         for node, cpulist in self.nodes.items():
             path = os.path.join(self.root, 'devices', 'system', 'node',
                                 'node%d' % node)

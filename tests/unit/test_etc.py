@@ -236,13 +236,13 @@ class SystemdUnitTest(base.TestCase):
 
     def test_saved_config_is_the_drivers_default(self):
         # On by default, in the file the units start the target with.
-        from os_brick_connector import config
+        from spdk_vhost_core import options
         for name in UNITS:
-            self.assertEqual(config.SAVED_CONFIG,
+            self.assertEqual(options.SAVED_CONFIG,
                              self.argument('--json', name), name)
-        [opt] = [o for o in config.rpc_opts
+        [opt] = [o for o in options.rpc_opts
                  if o.name == 'spdk_saved_config']
-        self.assertEqual(config.SAVED_CONFIG, opt.default)
+        self.assertEqual(options.SAVED_CONFIG, opt.default)
 
     def test_sockets_are_born_for_qemu_after_any_restart(self):
         # The target (re)makes every vhost socket itself: its umask and

@@ -5,7 +5,7 @@ import json
 import os
 import pickle
 
-from os_brick_connector import exception as exc
+from spdk_vhost_core import exception as exc
 from tests import base
 
 TRANSCRIPTS = os.path.join(os.path.dirname(os.path.dirname(

@@ -11,15 +11,16 @@ import testtools
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
-PRODUCT = ('os_brick_connector', 'cinder_spdk_vhost', 'nova_vhost_user',
-           'tempest_plugin')
+PRODUCT = ('spdk_vhost_core', 'os_brick_connector', 'cinder_spdk_vhost',
+           'nova_vhost_user', 'tempest_plugin')
 SUPPORT = ('testbed', 'tools', 'tests')
 #: Package -> the project packages it may import.
 ALLOWED = {
-    'os_brick_connector': set(),
-    'cinder_spdk_vhost': {'os_brick_connector'},
-    'nova_vhost_user': {'os_brick_connector'},
-    'tempest_plugin': {'os_brick_connector'},
+    'spdk_vhost_core': set(),
+    'os_brick_connector': {'spdk_vhost_core'},
+    'cinder_spdk_vhost': {'spdk_vhost_core'},
+    'nova_vhost_user': {'spdk_vhost_core', 'os_brick_connector'},
+    'tempest_plugin': {'spdk_vhost_core'},
     'testbed': set(PRODUCT),
     'tools': set(PRODUCT) | {'testbed'},
     'tests': set(PRODUCT) | {'testbed', 'tools'},

@@ -1,4 +1,4 @@
-"""DH-HMAC-CHAP secret format and key files (os_brick_connector.nvme_auth)."""
+"""DH-HMAC-CHAP secret format and key files (spdk_vhost_core.nvme_auth)."""
 
 import base64
 import os
@@ -7,7 +7,7 @@ import zlib
 
 import fixtures
 
-from os_brick_connector import nvme_auth
+from spdk_vhost_core import nvme_auth
 from tests import base
 
 

@@ -7,11 +7,11 @@ import subprocess
 import fixtures
 from oslo_config import cfg
 
-from os_brick_connector import config
-from os_brick_connector import host_settings
-from os_brick_connector import reconnect
-from os_brick_connector import saved_config
-from os_brick_connector import upgrade
+from os_brick_connector import options
+from spdk_vhost_core import host_settings
+from spdk_vhost_core import reconnect
+from spdk_vhost_core import saved_config
+from spdk_vhost_core import upgrade
 from tests import base
 
 SUB = 'nqn.2016-06.io.spdk:cinder:volume-1'
@@ -97,7 +97,7 @@ class RuleTest(base.TestCase):
 
     def test_option_defaults_are_the_rules(self):
         conf = cfg.ConfigOpts()
-        config.register_connector_opts(conf)
+        options.register_opts(conf)
         conf([])
         self.assertEqual(DEFAULTS, reconnect.from_conf(conf.spdk_vhost))
 
@@ -143,9 +143,9 @@ class RecordTest(base.TestCase):
         def write(path, doc):
             calls.append(('write', path))
         self.useFixture(fixtures.MonkeyPatch(
-            'os_brick_connector.saved_config.file_lock', lock))
+            'spdk_vhost_core.saved_config.file_lock', lock))
         self.useFixture(fixtures.MonkeyPatch(
-            'os_brick_connector.saved_config.write_atomic', write))
+            'spdk_vhost_core.saved_config.write_atomic', write))
         host_settings.record(self.saved, HOST, SUB, DEFAULTS)
         self.assertEqual([('lock', self.saved),
                           ('write', self.saved + '.hosts.json')], calls)
@@ -276,7 +276,7 @@ class FailedRollbackTest(base.TestCase):
         saved = os.path.join(self.useFixture(fixtures.TempDir()).path,
                              'spdk_tgt.json')
         self.useFixture(fixtures.MockPatch(
-            'os_brick_connector.upgrade.binary_version',
+            'spdk_vhost_core.upgrade.binary_version',
             return_value=(26, 5, 0)))
         up = upgrade.Upgrade(saved + '.sock', saved, '/new',
                              pid=os.getpid(), timeout=0.3, say=lambda m: 0)

@@ -10,10 +10,11 @@ import sys
 import fixtures
 from oslo_config import cfg
 
-from os_brick_connector import config
-from os_brick_connector import exception as spdk_exc
-from os_brick_connector import saved_config
-from os_brick_connector import volume_bdev
+from os_brick_connector import controller_saver
+from spdk_vhost_core import exception as spdk_exc
+from spdk_vhost_core import options
+from spdk_vhost_core import saved_config
+from spdk_vhost_core import volume_bdev
 from tests import base
 
 QOS = {'method': 'bdev_set_qos_limit',
@@ -90,14 +91,14 @@ class TestSavedConfig(base.TestCase):
             out.write('old')
         saver = saved_config.ConfigSaver(FakeClient(error=spdk_exc.Timeout(
             'framework_get_config')), self.path)
-        self.assertRaises(saved_config.ConfigNotSaved, saver.save)
+        self.assertRaises(spdk_exc.ConfigNotSaved, saver.save)
         with open(self.path) as src:
             self.assertEqual('old', src.read())
 
     def test_unwritable_directory_is_a_clear_error(self):
         saver = saved_config.ConfigSaver(
             FakeClient(document([])), os.path.join(self.dir, 'no', 'f'))
-        err = self.assertRaises(saved_config.ConfigNotSaved, saver.save)
+        err = self.assertRaises(spdk_exc.ConfigNotSaved, saver.save)
         self.assertIn(os.path.join(self.dir, 'no', 'f'), str(err))
 
     def test_transient_entries_are_left_out(self):
@@ -124,7 +125,7 @@ class TestSavedConfig(base.TestCase):
         saved_config.ConfigSaver(FakeClient(document([AIO])),
                                  self.path).save()
         client = FakeClient(document([AIO]))
-        saver = saved_config.ControllerSaver(
+        saver = controller_saver.ControllerSaver(
             saved_config.ConfigSaver(client, self.path))
         layer = volume_bdev.config_entry('vol-a', 'lvol-uuid')
         saver.save_with('vhost-a', layer)
@@ -150,7 +151,7 @@ class TestSavedConfig(base.TestCase):
         saved_config.ConfigSaver(FakeClient(document([AIO])),
                                  self.path).save()
         client = FakeClient(document([AIO, QOS]))
-        saver = saved_config.ControllerSaver(
+        saver = controller_saver.ControllerSaver(
             saved_config.ConfigSaver(client, self.path))
         saver.save_with('vhost-a')
         self.assertEqual(['bdev', 'vhost_blk'], client.read)
@@ -211,7 +212,7 @@ class TestLockFile(base.TestCase):
         os.chmod(self.path + '.lock', 0o644)
         result = as_nobody(
             self, 'import sys\n'
-            'from os_brick_connector import saved_config\n'
+            'from spdk_vhost_core import saved_config\n'
             'with saved_config.file_lock(sys.argv[1]):\n'
             '    print("locked")\n', self.path)
         self.assertEqual('', result.stderr)
@@ -227,7 +228,7 @@ class TestSavedConfigPath(base.TestCase):
 
     def test_on_by_default_and_off_when_empty(self):
         conf = cfg.ConfigOpts()
-        conf.register_opts(config.rpc_opts)
+        conf.register_opts(options.rpc_opts)
         conf([])
         self.assertEqual('/var/lib/spdk/spdk_tgt.json',
                          conf.spdk_saved_config)
@@ -264,7 +265,7 @@ class TestSavedConfigPath(base.TestCase):
         os.chmod(self.dir, 0o755)
         result = as_nobody(
             self, 'import sys\n'
-            'from os_brick_connector import saved_config\n'
+            'from spdk_vhost_core import saved_config\n'
             'print(saved_config.path_problem(sys.argv[1]))\n', self.path)
         self.assertEqual('', result.stderr)
         self.assertIn('directory %s is not writable by nobody' % self.dir,
@@ -278,8 +279,8 @@ _GREEN_SCRIPT = '''
 import eventlet
 eventlet.monkey_patch()
 import sys
-from os_brick_connector import saved_config
-from os_brick_connector import volume_bdev
+from spdk_vhost_core import saved_config
+from spdk_vhost_core import volume_bdev
 order = []
 
 def save(name, hold):

@@ -10,9 +10,10 @@ import time
 import fixtures
 from oslo_config import cfg
 
-from os_brick_connector import exception as exc
 from os_brick_connector import opts
-from os_brick_connector import spdk_rpc
+from spdk_vhost_core import exception as exc
+from spdk_vhost_core import options as rpc_options
+from spdk_vhost_core import spdk_rpc
 from tests import base
 from tests.unit import test_exception
 
@@ -661,7 +662,7 @@ class ConfTest(base.TestCase):
         server = self.useFixture(FakeSpdkServer())
         conf = cfg.ConfigOpts()
         conf([], project='test')
-        spdk_rpc.SpdkClient.register_opts(conf, 'spdk_vhost')
+        rpc_options.register_opts(conf, 'spdk_vhost')
         conf.set_override('spdk_rpc_socket', server.path, 'spdk_vhost')
         conf.set_override('spdk_rpc_timeout', 2.5, 'spdk_vhost')
         client = spdk_rpc.SpdkClient.from_conf(conf.spdk_vhost)
@@ -672,7 +673,7 @@ class ConfTest(base.TestCase):
     def test_from_conf_tcp(self):
         conf = cfg.ConfigOpts()
         conf([], project='test')
-        spdk_rpc.SpdkClient.register_opts(conf, 'backend1')
+        rpc_options.register_opts(conf, 'backend1')
         conf.set_override('spdk_rpc_address', '192.0.2.1', 'backend1')
         conf.set_override('spdk_rpc_port', 5260, 'backend1')
         client = spdk_rpc.SpdkClient.from_conf(conf.backend1)

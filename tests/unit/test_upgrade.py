@@ -6,9 +6,9 @@ import stat
 
 import fixtures
 
-from os_brick_connector import spdk_version
-from os_brick_connector import target_inventory
-from os_brick_connector import upgrade
+from spdk_vhost_core import spdk_version
+from spdk_vhost_core import target_inventory
+from spdk_vhost_core import upgrade
 from tests import base
 
 BEFORE = {'vhost controllers': {'a.vhost': {'bdev': 'lvs/a',

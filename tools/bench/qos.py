@@ -11,7 +11,7 @@ import concurrent.futures
 import json
 
 from os_brick_connector import frontend_qos
-from os_brick_connector import volume_bdev
+from spdk_vhost_core import volume_bdev
 from testbed.guest import qemu
 from tools.bench import control
 from tools.bench import fio

@@ -17,11 +17,11 @@ import fixtures
 from oslo_concurrency import lockutils
 from oslo_config import cfg
 
-from os_brick_connector import config as brick_config
 from os_brick_connector import connector as brick_connector
+from os_brick_connector import options
 from os_brick_connector import privileged
-from os_brick_connector import saved_config
-from os_brick_connector import spdk_rpc
+from spdk_vhost_core import saved_config
+from spdk_vhost_core import spdk_rpc
 from testbed import cpu
 from testbed import spdk_target
 from tools.bench import rpc_counter
@@ -87,7 +87,7 @@ class BenchTarget(fixtures.Fixture):
         saved = os.path.join(self.workdir, 'spdk-config.json')
         saved_config.ConfigSaver(self.admin, saved).save()
         conf = cfg.ConfigOpts()
-        brick_config.register_connector_opts(conf)
+        options.register_opts(conf)
         conf([], project='spdk-vhost-bench')
         for name, value in (('spdk_rpc_socket', self.counter.path),
                             ('numa_policy', 'none'),

@@ -28,7 +28,7 @@ class ImageCacheTest(test_images._DriverImageTest):
             counts[name] += 1
             return real(name, params)
         self.useFixture(fixtures.MonkeyPatch(
-            'os_brick_connector.spdk_rpc.SpdkClient.call', call))
+            'spdk_vhost_core.spdk_rpc.SpdkClient.call', call))
         return counts
 
     def cloned(self, image=None, size=1):

@@ -11,7 +11,7 @@ from cinder import exception
 import fixtures
 from oslo_config import cfg
 
-from os_brick_connector import exception as rpc_exc
+from spdk_vhost_core import exception as rpc_exc
 from tests.cinder import base
 from tests.cinder.functional import imaging
 
@@ -47,7 +47,7 @@ class _DriverImageTest(imaging.ImageTestCase):
                                            message='injected')
             return real(name, params)
         return fixtures.MonkeyPatch(
-            'os_brick_connector.spdk_rpc.SpdkClient.call', call)
+            'spdk_vhost_core.spdk_rpc.SpdkClient.call', call)
 
 
 class ImageToVolumeTest(_DriverImageTest):

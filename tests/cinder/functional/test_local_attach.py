@@ -14,8 +14,8 @@ import fixtures
 from oslo_config import cfg
 from oslo_config import fixture as config_fixture
 
-from os_brick_connector import config
 from os_brick_connector import connector
+from os_brick_connector import options
 from os_brick_connector import privileged
 from tests.cinder import base
 from tests.cinder.functional import test_driver
@@ -30,7 +30,7 @@ class LocalAttachTest(test_driver.DriverTestCase):
     def setUp(self):
         super().setUp()
         conf = cfg.ConfigOpts()
-        config.register_connector_opts(conf)
+        options.register_opts(conf)
         self.useFixture(config_fixture.Config(conf))
         saved = self.useFixture(fixtures.TempDir()).path + '/compute.json'
         conf.set_override('spdk_rpc_socket', self.target.socket_path,

@@ -167,7 +167,7 @@ class InterruptedMigrationTest(MigrationTestCase):
                 self.target.stop()
             return real(name, params)
         with fixtures.MonkeyPatch(
-                'os_brick_connector.spdk_rpc.SpdkClient.call', call):
+                'spdk_vhost_core.spdk_rpc.SpdkClient.call', call):
             self.assertRaises(exception.VolumeBackendAPIException,
                               self.driver.migrate_volume, self.ctxt, volume,
                               DEST)

@@ -12,7 +12,7 @@ import uuid
 from cinder import exception
 import fixtures
 
-from os_brick_connector import nvme_auth
+from spdk_vhost_core import nvme_auth
 from testbed import spdk_target
 from tests.cinder.functional import test_driver
 

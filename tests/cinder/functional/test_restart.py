@@ -29,7 +29,7 @@ class RestartTest(imaging.ImageTestCase):
                 self.target.stop()
             return real(name, params)
         return fixtures.MonkeyPatch(
-            'os_brick_connector.spdk_rpc.SpdkClient.call', call)
+            'spdk_vhost_core.spdk_rpc.SpdkClient.call', call)
 
     def interrupted_import(self):
         image = self.add_image(imaging.pattern('r', 2 * imaging.MIB))

@@ -7,7 +7,7 @@ to fail (an SPDK error or a timeout) before it reaches the target.
 from cinder import exception
 import fixtures
 
-from os_brick_connector import exception as rpc_exc
+from spdk_vhost_core import exception as rpc_exc
 from tests.cinder.functional import test_driver
 
 FAILURES = (
@@ -30,7 +30,7 @@ class RollbackTest(test_driver.DriverTestCase):
                     raise error
             return real(name, params)
         return fixtures.MonkeyPatch(
-            'os_brick_connector.spdk_rpc.SpdkClient.call', call)
+            'spdk_vhost_core.spdk_rpc.SpdkClient.call', call)
 
     def check(self, method, action, expected_lvols, occurrence=1):
         for error in FAILURES:

@@ -8,8 +8,8 @@ said at once, naming the application that would serve it.
 
 from cinder import exception
 
-from os_brick_connector import properties
-from os_brick_connector import volume_bdev
+from spdk_vhost_core import properties
+from spdk_vhost_core import volume_bdev
 from testbed import cpu
 from testbed.guest import qemu
 from testbed import spdk_target

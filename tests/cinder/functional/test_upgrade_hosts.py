@@ -8,10 +8,10 @@ beside its saved config shows the host rides out the window.
 """
 
 
-from os_brick_connector import host_settings
-from os_brick_connector import reconnect
-from os_brick_connector import spdk_rpc
-from os_brick_connector import upgrade
+from spdk_vhost_core import host_settings
+from spdk_vhost_core import reconnect
+from spdk_vhost_core import spdk_rpc
+from spdk_vhost_core import upgrade
 from testbed import spdk_build
 from testbed import spdk_target
 from tests.cinder import base

@@ -18,7 +18,7 @@ from oslo_config import cfg
 
 from cinder_spdk_vhost import dd
 from cinder_spdk_vhost import driver as spdk_driver
-from os_brick_connector import spdk_rpc
+from spdk_vhost_core import spdk_rpc
 from tests.cinder import base
 from tests.cinder.unit import fake_spdk
 

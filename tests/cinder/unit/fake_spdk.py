@@ -3,7 +3,7 @@
 It subclasses the real client's typed helpers and replaces only
 ``call()``, so the driver's calls go through the same param building as
 on a real target, and errors come out of the real classifier
-(:func:`os_brick_connector.exception.from_response`) from SPDK v26.05's
+(:func:`spdk_vhost_core.exception.from_response`) from SPDK v26.05's
 own codes and messages (tests/functional/transcripts/README.md).
 
 It keeps a few dicts (lvol stores, lvols, aio bdevs, NVMe-oF subsystems,
@@ -23,9 +23,9 @@ import errno
 import itertools
 import os
 
-from os_brick_connector import exception as rpc_exc
-from os_brick_connector import spdk_rpc_bdev
-from os_brick_connector import spdk_rpc_export
+from spdk_vhost_core import exception as rpc_exc
+from spdk_vhost_core import spdk_rpc_bdev
+from spdk_vhost_core import spdk_rpc_export
 
 MIB = 1024 * 1024
 BLOCK = 512

@@ -5,7 +5,7 @@ import os
 from cinder import exception
 
 from cinder_spdk_vhost import dd
-from os_brick_connector import exception as rpc_exc
+from spdk_vhost_core import exception as rpc_exc
 from tests.cinder.unit import driver_base as dbase
 
 MIB = dbase.MIB

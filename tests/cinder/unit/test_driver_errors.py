@@ -1,7 +1,7 @@
 """Every SPDK client error at every step becomes the documented outcome.
 
 Table-driven: for each driver method, each RPC step it makes and each
-class of os_brick_connector.exception, a fresh FakeSpdk is prepared, the
+class of spdk_vhost_core.exception, a fresh FakeSpdk is prepared, the
 error is injected into that step, and the outcome is checked: the Cinder
 exception of the method's docstring (by default errors.translated's
 VolumeBackendAPIException, with the SPDK error as its cause) or success
@@ -14,7 +14,7 @@ import logging
 from cinder import exception
 import fixtures
 
-from os_brick_connector import exception as rpc_exc
+from spdk_vhost_core import exception as rpc_exc
 from tests.cinder.unit import driver_base as dbase
 from tests.cinder.unit import fake_spdk
 

@@ -9,8 +9,8 @@ import fixtures
 
 from cinder_spdk_vhost import export
 from cinder_spdk_vhost import rollback
-from os_brick_connector import exception as rpc_exc
-from os_brick_connector import host_settings
+from spdk_vhost_core import exception as rpc_exc
+from spdk_vhost_core import host_settings
 from tests.cinder import base
 from tests.cinder.unit import driver_base as dbase
 from tests.cinder.unit import fake_spdk

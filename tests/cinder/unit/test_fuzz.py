@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from cinder_spdk_vhost import driver as spdk_driver
 from cinder_spdk_vhost import qos
 from cinder_spdk_vhost import validation
-from os_brick_connector import spdk_rpc
+from spdk_vhost_core import spdk_rpc
 from tests.cinder import base
 from tests import fuzz
 
@@ -143,7 +143,7 @@ class ConfigTest(base.CinderTestCase):
             pass
         os.chmod(path, 0o666)
         logger = self.useFixture(fixtures.FakeLogger(
-            name='os_brick_connector.validation'))
+            name='spdk_vhost_core.validation'))
         conf = configuration.Configuration(cinder_driver.volume_opts,
                                            config_group=base.BACKEND)
         drv = spdk_driver.SpdkVhostDriver(configuration=conf)

@@ -7,7 +7,7 @@ from cinder.volume import driver as cinder_driver
 from cinder_spdk_vhost import driver as spdk_driver
 from cinder_spdk_vhost import rollback
 from cinder_spdk_vhost import target_rpcs
-from os_brick_connector import exception as rpc_exc
+from spdk_vhost_core import exception as rpc_exc
 from tests.cinder import base
 from tests.cinder.unit import driver_base as dbase
 

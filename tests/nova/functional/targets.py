@@ -8,7 +8,7 @@ refuses interrupt mode. A storage target is an interrupt-mode
 a sparse file (no hugepage cost), 512-byte blocks like Cinder's volumes.
 """
 
-from os_brick_connector import spdk_rpc
+from spdk_vhost_core import spdk_rpc
 from testbed import spdk_target
 
 LVS = 'lvs0'

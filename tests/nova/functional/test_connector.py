@@ -16,14 +16,14 @@ import fixtures
 from oslo_config import cfg
 from oslo_config import fixture as config_fixture
 
-from os_brick_connector import config
 from os_brick_connector import connector
 from os_brick_connector import connector_errors as errors
-from os_brick_connector import exception as spdk_exc
 from os_brick_connector import host_identity
 from os_brick_connector import nvme_initiator
+from os_brick_connector import options
 from os_brick_connector import privileged
-from os_brick_connector import reconnect
+from spdk_vhost_core import exception as spdk_exc
+from spdk_vhost_core import reconnect
 from testbed import net
 from tests import base
 from tests.nova import fake_sysfs
@@ -63,10 +63,10 @@ class ConnectorTestCase(base.TestCase):
         self.client = targets.client_of(self, self.target)
         self.sysfs = self.useFixture(fake_sysfs.FakeSysfs(self.host_nodes))
         conf = cfg.ConfigOpts()
-        config.register_connector_opts(conf)
+        options.register_opts(conf)
         self.cfg = self.useFixture(config_fixture.Config(conf))
         self.cfg.config(group=GROUP, spdk_rpc_socket=self.target.socket_path,
-                        sysfs_root=self.sysfs.root, host_nqn=HOST_NQN,
+                        host_nqn=HOST_NQN,
                         disconnect_retry_interval=0.05)
         self.conf = conf[GROUP]
         # Run the privileged calls in this (root) process, for real.

@@ -13,10 +13,10 @@ import fixtures
 
 from os_brick_connector import connector
 from os_brick_connector import connector_errors as errors
-from os_brick_connector import exception as spdk_exc
-from os_brick_connector import nvme_auth
 from os_brick_connector import nvme_initiator
-from os_brick_connector import spdk_rpc
+from spdk_vhost_core import exception as spdk_exc
+from spdk_vhost_core import nvme_auth
+from spdk_vhost_core import spdk_rpc
 from testbed import fault_proxy
 from tests.nova.functional import targets
 from tests.nova.functional import test_connector as base_tests
@@ -124,7 +124,7 @@ class SocketModeTest(base_tests.ConnectorTestCase):
 
     def test_world_writable_rpc_socket_warns(self):
         logger = self.useFixture(fixtures.FakeLogger(
-            name='os_brick_connector.validation'))
+            name='spdk_vhost_core.validation'))
         os.chmod(self.target.socket_path, 0o660)
         connector.SpdkVhostConnector(None, conf=self.conf,
                                      client=self.client)

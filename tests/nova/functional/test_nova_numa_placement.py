@@ -29,9 +29,8 @@ class NumaHostTestCase(attach.ComputeTestCase):
 
     def setUp(self):
         super().setUp()
-        sysfs = self.useFixture(fake_sysfs.FakeSysfs(self.host_nodes))
-        self.use_compute_target(targets.local_compute(self),
-                                sysfs_root=sysfs.root)
+        self.useFixture(fake_sysfs.FakeSysfs(self.host_nodes))
+        self.use_compute_target(targets.local_compute(self))
         cpus = [[int(c) for c in cpulist.split('-')]
                 for _node, cpulist in sorted(self.host_nodes.items())]
         caps = nova_fakes.FakeHost(nova_fakes.host_topology(

@@ -29,10 +29,10 @@ import fixtures
 from oslo_config import cfg
 from oslo_config import fixture as config_fixture
 
-from os_brick_connector import config
 from os_brick_connector import connector
+from os_brick_connector import options
 from os_brick_connector import privileged
-from os_brick_connector import saved_config
+from spdk_vhost_core import saved_config
 from testbed.guest import qemu
 from testbed import net
 from testbed import spdk_target
@@ -141,14 +141,14 @@ class RestartTestCase(base.TestCase):
         self.compute = Host(self, 'compute')
         self.sysfs = self.useFixture(fake_sysfs.FakeSysfs({0: '0-1'}))
         conf = cfg.ConfigOpts()
-        config.register_connector_opts(conf)
+        options.register_opts(conf)
         self.cfg = self.useFixture(config_fixture.Config(conf))
         self.cfg.config(group=GROUP,
                         spdk_rpc_socket=self.compute.target.socket_path,
                         spdk_saved_config=self.compute.saved,
                         vhost_socket_group=SOCKET_GROUP,
                         vhost_socket_mode='0660',
-                        sysfs_root=self.sysfs.root, host_nqn=HOST_NQN,
+                        host_nqn=HOST_NQN,
                         disconnect_retry_interval=0.05,
                         nvme_reconnect_delay_sec=1)
         privileged.socket_access.set_client_mode(False)

@@ -19,14 +19,14 @@ import fixtures
 from oslo_config import cfg
 from oslo_config import fixture as config_fixture
 
-from os_brick_connector import config
 from os_brick_connector import connector
 from os_brick_connector import connector_errors as errors
-from os_brick_connector import exception as spdk_exc
+from os_brick_connector import options
 from os_brick_connector import privileged
-from os_brick_connector import saved_config
-from os_brick_connector import spdk_rpc
-from os_brick_connector import volume_bdev
+from spdk_vhost_core import exception as spdk_exc
+from spdk_vhost_core import saved_config
+from spdk_vhost_core import spdk_rpc
+from spdk_vhost_core import volume_bdev
 from testbed import fault_proxy
 from testbed.guest import qemu
 from tests import base
@@ -64,15 +64,15 @@ class SerialCase(base.TestCase):
         else:
             self.target = targets.local_compute(self, lcores=None)
         self.client = targets.client_of(self, self.target)
-        sysfs = self.useFixture(fake_sysfs.FakeSysfs({0: '0-1'}))
+        self.useFixture(fake_sysfs.FakeSysfs({0: '0-1'}))
         conf = cfg.ConfigOpts()
-        config.register_connector_opts(conf)
+        options.register_opts(conf)
         self.cfg = self.useFixture(config_fixture.Config(conf))
         self.saved_path = os.path.join(
             self.useFixture(fixtures.TempDir()).path, 'compute.json')
         self.cfg.config(group=GROUP, spdk_rpc_socket=self.target.socket_path,
                         spdk_saved_config=self.saved_path,
-                        sysfs_root=sysfs.root, host_nqn=HOST_NQN,
+                        host_nqn=HOST_NQN,
                         disconnect_retry_interval=0.05)
         self.conf = conf[GROUP]
         privileged.socket_access.set_client_mode(False)

@@ -9,7 +9,7 @@ really caused, not which method it called.
 from nova import objects
 from nova.virt.libvirt import config as vconfig
 
-from os_brick_connector import properties
+from spdk_vhost_core import properties
 
 objects.register_all()
 

@@ -1,9 +1,9 @@
 """Connector checks that need no SPDK target: names and properties."""
 
-from os_brick_connector import connector_errors as errors
-from os_brick_connector import nvme_auth
 from os_brick_connector import nvme_initiator
-from os_brick_connector import properties
+from spdk_vhost_core import exception as spdk_exc
+from spdk_vhost_core import nvme_auth
+from spdk_vhost_core import properties
 from tests import base
 
 VOLUME = '6a1c7b8e-0d2f-4c3e-9a51-0a2b3c4d5e6f'
@@ -16,7 +16,7 @@ class TestNames(base.TestCase):
 
     def test_unsafe_volume_ids_are_refused(self):
         for bad in ('../etc/passwd', 'a/b', '', None, 'x' * 65, 'a b'):
-            self.assertRaises(errors.InvalidConnectionProperties,
+            self.assertRaises(spdk_exc.InvalidProperties,
                               properties.controller_name, bad)
 
     def test_nvme_name_is_the_volume_id(self):
@@ -54,7 +54,7 @@ class TestProperties(base.TestCase):
                        'bdev': 'b', 'numa_node': '1'},
                       {'volume_id': VOLUME, 'transport': 'local',
                        'bdev': 'b', 'numa_node': True}):
-            self.assertRaises(errors.InvalidConnectionProperties,
+            self.assertRaises(spdk_exc.InvalidProperties,
                               self.check, props)
 
     def test_dhchap_secrets(self):
@@ -65,7 +65,7 @@ class TestProperties(base.TestCase):
         self.check(dict(remote, dhchap_key=secret, dhchap_ctrlr_key=secret))
         for bad in ({'dhchap_key': secret, 'dhchap_ctrlr_key': 'DHHC-1:x'},
                     {'dhchap_ctrlr_key': secret}):
-            err = self.assertRaises(errors.InvalidConnectionProperties,
+            err = self.assertRaises(spdk_exc.InvalidProperties,
                                     self.check, dict(remote, **bad))
             self.assertIn('dhchap_ctrlr_key', str(err))
             self.assertNotIn(secret, str(err))
@@ -87,7 +87,7 @@ class TestMultiattachNames(base.TestCase):
 
     def test_bad_guest_refused(self):
         for bad in ('', 5, b'x'):
-            self.assertRaises(errors.InvalidConnectionProperties,
+            self.assertRaises(spdk_exc.InvalidProperties,
                               properties.controller_name, VOLUME, bad)
         props = {'volume_id': VOLUME, 'transport': 'local', 'bdev': 'b'}
         parsed = properties.ConnectionProperties(
@@ -96,6 +96,6 @@ class TestMultiattachNames(base.TestCase):
         self.assertTrue(parsed.is_local)
         self.assertEqual('b', parsed['bdev'])
         for bad in ('a/b', '', 'x' * 256, 3):
-            self.assertRaises(errors.InvalidConnectionProperties,
+            self.assertRaises(spdk_exc.InvalidProperties,
                               properties.ConnectionProperties,
                               dict(props, attached_to=bad))

@@ -1,8 +1,8 @@
 """Front-end QoS: Cinder specs to SPDK limits, and applying them."""
 
 from os_brick_connector import connector_errors as errors
-from os_brick_connector import exception as spdk_exc
 from os_brick_connector import frontend_qos
+from spdk_vhost_core import exception as spdk_exc
 from tests import base
 
 MIB = 1024 * 1024

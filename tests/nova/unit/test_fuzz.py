@@ -17,13 +17,13 @@ from oslo_config import fixture as config_fixture
 
 from nova_vhost_user import brick
 from nova_vhost_user import volume
-from os_brick_connector import config
 from os_brick_connector import connector
 from os_brick_connector import connector_errors as errors
-from os_brick_connector import exception as spdk_exc
 from os_brick_connector import frontend_qos
-from os_brick_connector import properties
-from os_brick_connector import validation
+from os_brick_connector import options
+from spdk_vhost_core import exception as spdk_exc
+from spdk_vhost_core import properties
+from spdk_vhost_core import validation
 from tests import base
 from tests import fuzz
 from tests.nova.unit import nova_fakes as fakes
@@ -34,7 +34,7 @@ FUZZ = settings(max_examples=300, deadline=None)
 def _valid(props):
     try:
         validation.check_properties(props, properties.VOLUME_ID)
-    except errors.InvalidConnectionProperties:
+    except spdk_exc.InvalidProperties:
         return False
     return True
 
@@ -44,7 +44,7 @@ class FuzzCase(base.TestCase):
     def setUp(self):
         super().setUp()
         conf = cfg.ConfigOpts()
-        config.register_connector_opts(conf)
+        options.register_opts(conf)
         self.useFixture(config_fixture.Config(conf))
         self.client = fuzz.AbsentTarget()
         self.connector = connector.SpdkVhostConnector(

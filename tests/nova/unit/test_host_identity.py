@@ -7,10 +7,10 @@ import fixtures
 from oslo_config import cfg
 from oslo_config import fixture as config_fixture
 
-from os_brick_connector import config
 from os_brick_connector import connector_errors as errors
-from os_brick_connector import exception as spdk_exc
 from os_brick_connector import host_identity
+from os_brick_connector import options
+from spdk_vhost_core import exception as spdk_exc
 from tests import base
 
 
@@ -32,7 +32,7 @@ class TestHostIdentity(base.TestCase):
     def setUp(self):
         super().setUp()
         conf = cfg.ConfigOpts()
-        config.register_connector_opts(conf)
+        options.register_opts(conf)
         self.cfg = self.useFixture(config_fixture.Config(conf))
         self.tmp = self.useFixture(fixtures.TempDir()).path
         self.cfg.config(group='spdk_vhost', host_nqn_file=os.path.join(

@@ -17,9 +17,9 @@ from nova_vhost_user import exception as vhost_exception
 from nova_vhost_user import libvirt_config
 from nova_vhost_user import reactors
 from nova_vhost_user import volume
-from os_brick_connector import config as brick_config
-from os_brick_connector import exception as spdk_exception
-from os_brick_connector import spdk_rpc
+from os_brick_connector import options
+from spdk_vhost_core import exception as spdk_exception
+from spdk_vhost_core import spdk_rpc
 from tests import base
 from tests.nova.unit import nova_fakes as fakes
 
@@ -217,7 +217,7 @@ class TestVolumeConnector(DriverTestCase):
             libvirt_driver.LibvirtDriver, 'get_volume_connector',
             return_value={'host': 'cmp1', 'ip': '192.0.2.5'}))
         self.log = self.useFixture(fixtures.FakeLogger())
-        brick_config.register_connector_opts(volume.CONF)
+        options.register_opts(volume.CONF)
         self.tmp = self.useFixture(fixtures.TempDir()).path
         self.conf.config(group='spdk_vhost', target_id='t1',
                          host_nqn=HOST_NQN,

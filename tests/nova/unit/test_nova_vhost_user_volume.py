@@ -8,7 +8,7 @@ from oslo_config import fixture as config_fixture
 from nova_vhost_user import brick
 from nova_vhost_user import exception as vhost_exception
 from nova_vhost_user import volume
-from os_brick_connector import properties
+from spdk_vhost_core import properties
 from tests import base
 from tests.nova.unit import nova_fakes as fakes
 

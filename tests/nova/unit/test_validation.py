@@ -6,8 +6,8 @@ from oslo_config import fixture as config_fixture
 
 from nova_vhost_user import driver
 from nova_vhost_user import volume
-from os_brick_connector import config
-from os_brick_connector import validation
+from os_brick_connector import options
+from spdk_vhost_core import validation
 from tests import base
 from tests import fuzz
 
@@ -30,7 +30,7 @@ class TestInitHost(base.TestCase):
 
     def setUp(self):
         super().setUp()
-        config.register_connector_opts(volume.CONF)
+        options.register_opts(volume.CONF)
         self.conf = self.useFixture(config_fixture.Config(volume.CONF))
 
     def check(self, option, value):
@@ -46,7 +46,6 @@ class TestInitHost(base.TestCase):
         self.check('vhost_socket_owner', 'no-such-user-here')
         self.check('host_nqn', 'my-host')
         self.check('spdk_rpc_socket', 'relative.sock')
-        self.check('sysfs_root', '/sys/../etc')
         self.check('spdk_saved_config', '/no/such/dir/spdk_tgt.json')
 
     def test_fast_io_fail_within_loss_timeout(self):
@@ -91,7 +90,7 @@ class TestInitHost(base.TestCase):
     def test_settings_short_of_an_upgrade_warned_once(self):
         logger = self.useFixture(fixtures.FakeLogger())
         self.useFixture(fixtures.MonkeyPatch(
-            'os_brick_connector.validation._WARNED', set()))
+            'spdk_vhost_core.validation._WARNED', set()))
         self.conf.config(group='spdk_vhost', nvme_ctrlr_loss_timeout_sec=60,
                          nvme_fast_io_fail_timeout_sec=10)
         driver.LibvirtVhostUserDriver._check_spdk_options()

@@ -1,12 +1,15 @@
 """Options of the Nova side, in the ``[spdk_vhost]`` group.
 
-The group is shared with the os-brick connector (it registers its own
-options, and the RPC ones from :mod:`os_brick_connector.config`), so the
-options here carry a ``guest_`` or ``nova_`` prefix: they describe how
-Nova builds the guest, never how the SPDK target is driven.
+The group is shared with the os-brick connector (its options, and the
+RPC ones of :mod:`spdk_vhost_core.options`), so the options here carry
+a ``guest_`` or ``nova_`` prefix: they describe how Nova builds the
+guest, never how the SPDK target is driven. :func:`register_opts` is
+nova-compute's one registration point for the whole group.
 """
 
 from oslo_config import cfg
+
+from os_brick_connector import options as brick_options
 
 GROUP = 'spdk_vhost'
 
@@ -59,5 +62,6 @@ nova_opts = [
 
 
 def register_opts(conf):
-    """Register this package's options (idempotent, like oslo's)."""
+    """Register the whole group: the connector's, RPC and Nova options."""
+    brick_options.register_opts(conf)
     conf.register_opts(nova_opts, group=GROUP)

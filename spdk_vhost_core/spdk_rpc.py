@@ -5,7 +5,7 @@ object per request and per reply, with no other framing. This client
 speaks it itself, on the standard library alone, rather than through the
 ``spdk`` package's ``JSONRPCClient``: that client's ``call()`` hides
 SPDK's error code in a formatted text (callers must branch on the code,
-see :mod:`os_brick_connector.exception`), its ``recv()`` counts the
+see :mod:`spdk_vhost_core.exception`), its ``recv()`` counts the
 timeout in CPU time, decodes each 4 KiB chunk alone (a UTF-8 character
 split between chunks corrupts the reply) and adds a log handler per
 construction; living with those meant overriding its private parts.
@@ -24,10 +24,9 @@ import time
 
 from oslo_log import log
 
-from os_brick_connector import config
-from os_brick_connector import exception as exc
-from os_brick_connector import spdk_rpc_bdev
-from os_brick_connector import spdk_rpc_export
+from spdk_vhost_core import exception as exc
+from spdk_vhost_core import spdk_rpc_bdev
+from spdk_vhost_core import spdk_rpc_export
 
 LOG = log.getLogger(__name__)
 
@@ -155,7 +154,7 @@ class SpdkClient(spdk_rpc_bdev.FrameworkMethods,
 
     @classmethod
     def from_conf(cls, conf):
-        """Build a client from a group holding :data:`config.rpc_opts`.
+        """Build a client from a group holding the RPC options.
 
         ``conf`` is e.g. ``CONF.spdk_vhost`` (Nova, os-brick) or a Cinder
         backend's ``configuration`` object.
@@ -166,11 +165,6 @@ class SpdkClient(spdk_rpc_bdev.FrameworkMethods,
                    timeout=conf.spdk_rpc_timeout,
                    connect_retries=conf.spdk_rpc_connect_retries,
                    retry_interval=conf.spdk_rpc_retry_interval)
-
-    @staticmethod
-    def register_opts(conf, group):
-        """Register the RPC options in ``group`` of ``conf``."""
-        conf.register_opts(config.rpc_opts, group=group)
 
     @property
     def target(self):

@@ -29,7 +29,7 @@ Front-end QoS limits go on this bdev, back-end ones stay on the lvol, so
 neither overwrites the other.
 """
 
-from os_brick_connector import exception as spdk_exc
+from spdk_vhost_core import exception as spdk_exc
 
 LEVEL = 'raid0'
 STRIP_KB = 4

@@ -1,6 +1,6 @@
 """What a target serves, object by object, to compare across a restart.
 
-The upgrade command (:mod:`os_brick_connector.upgrade`) takes an
+The upgrade command (:mod:`spdk_vhost_core.upgrade`) takes an
 inventory before it stops a target and waits until the new one has the
 same: every vhost controller and the bdev it serves, every NVMe-oF
 subsystem with its namespaces, listeners and allowed hosts, every key of
@@ -10,7 +10,7 @@ report alike are compared. Methods the application lacks (``vhost`` has
 no ``nvmf_*``, ``nvmf_tgt`` no ``vhost_*``) leave their kind out.
 """
 
-from os_brick_connector import exception as exc
+from spdk_vhost_core import exception as exc
 
 
 def _vhost(client):

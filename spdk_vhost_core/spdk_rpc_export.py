@@ -1,11 +1,11 @@
 """Typed SPDK RPCs that export bdevs: vhost-blk, NVMe-oF target, initiator.
 
-Mixins of :class:`os_brick_connector.spdk_rpc.SpdkClient`, which provides
+Mixins of :class:`spdk_vhost_core.spdk_rpc.SpdkClient`, which provides
 ``call()``. Method and parameter names are SPDK v26's; optional arguments
 left at None are not sent.
 """
 
-from os_brick_connector.spdk_rpc_bdev import rpc_params
+from spdk_vhost_core.spdk_rpc_bdev import rpc_params
 
 
 def _address(trtype, traddr, trsvcid, adrfam):

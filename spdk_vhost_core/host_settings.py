@@ -22,8 +22,8 @@ import json
 
 from oslo_log import log
 
-from os_brick_connector import reconnect
-from os_brick_connector import saved_config
+from spdk_vhost_core import reconnect
+from spdk_vhost_core import saved_config
 
 LOG = log.getLogger(__name__)
 

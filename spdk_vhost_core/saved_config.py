@@ -16,7 +16,6 @@ deleted object comes back. A change whose save shows the target lost it
 
 import contextlib
 import fcntl
-import functools
 import json
 import os
 import pwd
@@ -25,8 +24,7 @@ import tempfile
 from oslo_concurrency import lockutils
 from oslo_log import log
 
-from os_brick_connector import connector_errors as errors
-from os_brick_connector import exception as spdk_exc
+from spdk_vhost_core import exception as spdk_exc
 
 LOG = log.getLogger(__name__)
 
@@ -35,15 +33,6 @@ LOG = log.getLogger(__name__)
 # (found by examining its base bdev) may not be registered yet.
 _AFTER_EXAMINE = ('bdev_set_qos_limit',)
 _EXAMINE = {'method': 'bdev_wait_for_examine'}
-
-
-class ConfigNotSaved(Exception):
-    """The saved config could not be written."""
-
-    def __init__(self, path, reason):
-        self.path = path
-        super().__init__('cannot save the SPDK config to %s: %s'
-                         % (path, reason))
 
 
 def replay_order(doc):
@@ -212,8 +201,9 @@ class ConfigSaver(object):
         one entry it added or removed). Without a file yet, the whole
         config is saved, and ``edit`` is not needed.
 
-        Raises :class:`ConfigNotSaved` (the target is unreachable, or the
-        file cannot be written): the caller's change is then not durable.
+        Raises :class:`~spdk_vhost_core.exception.ConfigNotSaved` (the
+        target is unreachable, or the file cannot be written): the
+        caller's change is then not durable.
         """
         if not self.enabled:
             return None
@@ -227,9 +217,9 @@ class ConfigSaver(object):
                 doc = replay_order(self._filtered(doc))
                 write_atomic(self.path, doc)
         except spdk_exc.SpdkRpcError as err:
-            raise ConfigNotSaved(self.path, err) from err
+            raise spdk_exc.ConfigNotSaved(self.path, err) from err
         except OSError as err:
-            raise ConfigNotSaved(self.path, err) from err
+            raise spdk_exc.ConfigNotSaved(self.path, err) from err
         LOG.debug('Saved the SPDK config of %s to %s', self.client.target,
                   self.path)
         return doc
@@ -253,90 +243,3 @@ class ConfigSaver(object):
                 item['config'] = self.client.framework_get_config(
                     item['subsystem'])
         return doc
-
-
-def _edit_entry(doc, subsystem, entry, added):
-    """Add ``entry`` to (or remove it from) ``subsystem`` of ``doc``.
-
-    Entries are matched by method and ``params['name']``, so adding one
-    twice keeps one, and removing one that is gone is no change.
-    """
-    def same(other):
-        return (other.get('method') == entry['method'] and
-                other.get('params', {}).get('name') ==
-                entry['params']['name'])
-    for item in doc['subsystems']:
-        if item.get('subsystem') == subsystem:
-            config = [c for c in item.get('config') or () if not same(c)]
-            item['config'] = config + [entry] if added else config
-            return
-
-
-class ControllerSaver(object):
-    """The connector's use of a :class:`ConfigSaver`, vhost-blk aware.
-
-    Each save is also a check: the saved config must hold a controller
-    just created and not hold one just deleted. Either can fail only if
-    the target restarted between the change and the save (it then came
-    back from an older file), and that must not go unnoticed.
-    """
-
-    # A detach that finds its controller back deletes it again, this many
-    # rounds in all: one per target restart racing with it.
-    rounds = 3
-
-    def __init__(self, saver):
-        self.saver = saver
-
-    def _controllers(self, bdev_entry=None, added=True):
-        """Save; the saved controller names (None: saving is off).
-
-        An attach or detach changes its controller and one bdev entry.
-        The ``vhost_blk`` subsystem is always read again: it is also the
-        proof the target still (or no longer) has the controller. The
-        ``bdev`` one is read again too, unless the caller gives the one
-        entry it ``added`` (or removed): ``bdev_entry``.
-        """
-        subsystems, edit = ('bdev', 'vhost_blk'), None
-        if bdev_entry is not None:
-            subsystems = ('vhost_blk',)
-            edit = functools.partial(_edit_entry, subsystem='bdev',
-                                     entry=bdev_entry, added=added)
-        try:
-            doc = self.saver.save(subsystems, edit)
-        except ConfigNotSaved as err:
-            raise errors.TargetConfigNotSaved(path=err.path,
-                                              reason=err) from err
-        if doc is None:
-            return None
-        return names(doc, 'vhost_create_blk_controller', 'ctrlr')
-
-    def save_with(self, name, bdev_entry=None):
-        """Save; raise if the target no longer has controller ``name``."""
-        saved = self._controllers(bdev_entry)
-        if saved is not None and name not in saved:
-            raise errors.TargetRestarted(ctrlr=name, state='without it')
-
-    def until_gone(self, name, delete):
-        """Run ``delete()`` until a save shows controller ``name`` gone.
-
-        ``delete`` returns whether it deleted the controller (False: it
-        was left in place on purpose, e.g. a forced detach), and the bdev
-        entry it removed with it, if it knows which (see
-        :meth:`_controllers`).
-        """
-        for _round in range(self.rounds):
-            gone, removed = delete()
-            saved = self._controllers(removed, added=False)
-            if not gone or saved is None or name not in saved:
-                return
-            LOG.warning('vhost-blk controller %s came back with a target '
-                        'restart; deleting it again', name)
-        raise errors.TargetRestarted(ctrlr=name, state='with it again')
-
-    def save_quietly(self):
-        """Save after undoing a failed connect; a failure is only logged."""
-        try:
-            self.saver.save()
-        except ConfigNotSaved as err:
-            LOG.warning('After undoing a failed connect: %s', err)

@@ -43,14 +43,14 @@ import subprocess
 import sys
 import time
 
-from os_brick_connector import exception as exc
-from os_brick_connector import host_settings
-from os_brick_connector import reconnect
-from os_brick_connector import saved_config
-from os_brick_connector import spdk_rpc
-from os_brick_connector import spdk_version
-from os_brick_connector import systemd_unit
-from os_brick_connector import target_inventory
+from spdk_vhost_core import exception as exc
+from spdk_vhost_core import host_settings
+from spdk_vhost_core import reconnect
+from spdk_vhost_core import saved_config
+from spdk_vhost_core import spdk_rpc
+from spdk_vhost_core import spdk_version
+from spdk_vhost_core import systemd_unit
+from spdk_vhost_core import target_inventory
 
 STORAGE_APPS = ('nvmf_tgt', 'spdk_tgt')
 

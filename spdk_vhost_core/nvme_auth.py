@@ -20,7 +20,7 @@ import os
 import secrets
 import zlib
 
-from os_brick_connector import exception as spdk_exc
+from spdk_vhost_core import exception as spdk_exc
 
 PREFIX = 'DHHC-1'
 KEY_LENGTHS = (32, 48, 64)

@@ -3,7 +3,7 @@
 The Cinder driver, the connector and the Nova driver each ask their
 target ``spdk_get_version`` when they start and refuse one this table
 does not hold, naming the versions it does; the upgrade command
-(:mod:`os_brick_connector.upgrade`) checks the new binary the same way
+(:mod:`spdk_vhost_core.upgrade`) checks the new binary the same way
 before it stops anything. Patch releases of a supported release (e.g.
 26.01.1) are supported too.
 
@@ -12,7 +12,7 @@ handles both; the recorded transcripts are replayed against each
 (tests/functional/test_conformance.py).
 """
 
-from os_brick import exception as brick_exception
+from spdk_vhost_core import exception
 
 #: (major, minor) of every supported SPDK release, oldest first.
 SUPPORTED = ((26, 1), (26, 5))
@@ -25,11 +25,6 @@ def label(version):
 
 def supported_text():
     return ', '.join('v' + label(v) for v in SUPPORTED)
-
-
-class UnsupportedSpdkVersion(brick_exception.BrickException):
-    message = ('SPDK target %(target)s runs %(found)s; this release of '
-               'spdk-vhost supports SPDK %(supported)s only')
 
 
 def parse(answer):
@@ -57,9 +52,9 @@ def check_answer(answer, target):
     """The parsed version of ``answer``; raise if it is not supported."""
     version = parse(answer)
     if not is_supported(version):
-        raise UnsupportedSpdkVersion(target=target,
-                                     found=describe(answer),
-                                     supported=supported_text())
+        raise exception.UnsupportedSpdkVersion(
+            target=target, found=describe(answer),
+            supported=supported_text())
     return version
 
 

@@ -9,8 +9,8 @@ import collections.abc
 import hashlib
 import re
 
-from os_brick_connector import connector_errors as errors
-from os_brick_connector import validation
+from spdk_vhost_core import exception
+from spdk_vhost_core import validation
 
 CONTROLLER_PREFIX = 'vhost-'
 LOCAL = validation.LOCAL
@@ -31,8 +31,8 @@ def attachment_tag(attached_to):
     two guests of one volume on one host colliding negligible.
     """
     if not isinstance(attached_to, str) or not attached_to:
-        raise errors.InvalidConnectionProperties(
-            reason='attached_to %r cannot name an SPDK controller'
+        raise exception.InvalidProperties(
+            'attached_to %r cannot name an SPDK controller'
             % (attached_to,))
     digest = hashlib.sha256(attached_to.encode('utf-8')).hexdigest()
     return digest[:ATTACHMENT_TAG_LEN]
@@ -47,8 +47,8 @@ def controller_name(volume_id, attached_to=None):
     own socket and the disk serial stays the volume id.
     """
     if not isinstance(volume_id, str) or not VOLUME_ID.fullmatch(volume_id):
-        raise errors.InvalidConnectionProperties(
-            reason='volume_id %r cannot name an SPDK controller'
+        raise exception.InvalidProperties(
+            'volume_id %r cannot name an SPDK controller'
             % (volume_id,))
     name = CONTROLLER_PREFIX + volume_id
     if attached_to is None:
@@ -96,13 +96,15 @@ class ConnectionProperties(collections.abc.Mapping):
     ``strict`` False (disconnect, extend, lookups) checks only what
     names the controller, so an attachment made from older properties
     can still be taken apart. Malformed properties raise
-    ``InvalidConnectionProperties`` naming the key, before any RPC.
+    :class:`~spdk_vhost_core.exception.InvalidProperties` naming the key,
+    before any RPC; the connector raises it as os-brick's
+    ``InvalidConnectionProperties``.
     """
 
     def __init__(self, data, strict=True):
         if not isinstance(data, dict):
-            raise errors.InvalidConnectionProperties(
-                reason='expected a dict, got %s' % type(data).__name__)
+            raise exception.InvalidProperties(
+                'expected a dict, got %s' % type(data).__name__)
         if strict:
             validation.check_properties(data, VOLUME_ID)
         self._data = dict(data)

@@ -1,11 +1,11 @@
 """Typed SPDK RPCs about the target itself, bdevs and logical volumes.
 
-Mixins of :class:`os_brick_connector.spdk_rpc.SpdkClient`, which provides
+Mixins of :class:`spdk_vhost_core.spdk_rpc.SpdkClient`, which provides
 ``call()``. Method and parameter names are SPDK v26's; optional arguments
 left at None are not sent, so SPDK applies its own defaults.
 """
 
-from os_brick_connector import exception
+from spdk_vhost_core import exception
 
 
 def rpc_params(**kwargs):

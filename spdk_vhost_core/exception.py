@@ -1,4 +1,11 @@
-"""Exceptions raised by the SPDK JSON-RPC client.
+"""The one exception tree of the shared core; each side translates it.
+
+Everything :mod:`spdk_vhost_core` raises is a :class:`SpdkVhostError`. The
+Cinder driver turns it into Cinder's exceptions and the connector into
+os-brick's, each at its own boundary, so neither service sees the other's
+types. Besides failed RPCs, the core refuses malformed connection
+properties, an unsupported SPDK release and a saved config it could not
+write.
 
 SPDK reports a failure as a JSON-RPC error ``{"code", "message"}``, but its
 codes are not uniform (v26.05, see the recorded transcripts' README):
@@ -9,20 +16,24 @@ Callers must not parse those themselves, so :func:`from_response` turns
 every error into one class of the tree below by looking at the code and the
 message together, in one table (``_RULES``)::
 
-    SpdkRpcError                 any failed call; base of everything here
-     +-- NotFound                ENODEV, "No such device", "... does not exist"
-     +-- AlreadyExists           EEXIST, "File exists", "... already exists"
-     +-- Busy                    EBUSY, "Device or resource busy"
-     +-- NoSpace                 ENOSPC, "No space left on device"
-     +-- NotPermitted            EPERM, "Operation not permitted"
-     +-- TryAgain                EAGAIN, "Resource temporarily unavailable"
-     +-- NotSupported            EOPNOTSUPP, e.g. NVMe/TCP in interrupt mode
-     +-- InvalidParams           EINVAL, -32602, JSON decode failures
-     +-- MethodNotFound          -32601
-     +-- SpdkTransportError      no JSON-RPC answer was had
-          +-- Timeout            the target did not answer in time
-          +-- TargetUnreachable  cannot connect, after the retries
-          +-- ProtocolError      closed mid-reply, malformed reply, wrong id
+    SpdkVhostError              base of everything here
+     +-- InvalidProperties      malformed connection properties
+     +-- UnsupportedSpdkVersion the target runs an unsupported release
+     +-- ConfigNotSaved         the target's config could not be saved
+     +-- SpdkRpcError           any failed call
+          +-- NotFound          ENODEV, "No such device", "... does not exist"
+          +-- AlreadyExists     EEXIST, "File exists", "... already exists"
+          +-- Busy              EBUSY, "Device or resource busy"
+          +-- NoSpace           ENOSPC, "No space left on device"
+          +-- NotPermitted      EPERM, "Operation not permitted"
+          +-- TryAgain          EAGAIN, "Resource temporarily unavailable"
+          +-- NotSupported      EOPNOTSUPP, e.g. NVMe/TCP in interrupt mode
+          +-- InvalidParams     EINVAL, -32602, JSON decode failures
+          +-- MethodNotFound    -32601
+          +-- SpdkTransportError  no JSON-RPC answer was had
+               +-- Timeout            the target did not answer in time
+               +-- TargetUnreachable  cannot connect, after the retries
+               +-- ProtocolError      closed mid-reply, malformed reply
 
 An error that matches no rule stays a plain :class:`SpdkRpcError` (e.g.
 -32603 "Unable to create subsystem ..." which SPDK gives both for a
@@ -59,7 +70,39 @@ def mask_params(params):
     return params
 
 
-class SpdkRpcError(Exception):
+class SpdkVhostError(Exception):
+    """Base of every error of the shared core."""
+
+
+class InvalidProperties(SpdkVhostError):
+    """Connection properties that do not follow the wire format."""
+
+    def __init__(self, reason):
+        super().__init__('invalid spdk_vhost connection properties: %s'
+                         % reason)
+        self.reason = reason
+
+
+class UnsupportedSpdkVersion(SpdkVhostError):
+    """The target runs an SPDK release this project does not support."""
+
+    def __init__(self, target, found, supported):
+        super().__init__('SPDK target %s runs %s; this release of '
+                         'spdk-vhost supports SPDK %s only'
+                         % (target, found, supported))
+
+
+class ConfigNotSaved(SpdkVhostError):
+    """The saved config could not be written; the change is not durable."""
+
+    def __init__(self, path, reason):
+        super().__init__('cannot save the SPDK config to %s: %s'
+                         % (path, reason))
+        self.path = path
+        self.reason = reason
+
+
+class SpdkRpcError(SpdkVhostError):
     """An SPDK RPC failed; ``code`` is SPDK's JSON-RPC error code or None.
 
     ``params`` is kept (masked) so that a log of the exception says what was
