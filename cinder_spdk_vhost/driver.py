@@ -39,7 +39,6 @@ from spdk_vhost_core import exception as rpc_exc
 from spdk_vhost_core import options as rpc_options
 from spdk_vhost_core import saved_config
 from spdk_vhost_core import spdk_rpc
-from spdk_vhost_core import spdk_version
 from spdk_vhost_core import validation as brick_validation
 
 LOG = log.getLogger(__name__)
@@ -109,42 +108,11 @@ class SpdkVhostDriver(driver.VolumeDriver):
         self.connections = connections.Connections(
             self.pools, self.backups, self.target_id)
 
-    def _check_spdk_version(self):
-        """Refuse an SPDK release outside spdk_version.SUPPORTED."""
-        try:
-            spdk_version.check(self.client)
-        except (rpc_exc.UnsupportedSpdkVersion, rpc_exc.SpdkRpcError) as err:
-            raise exception.VolumeDriverException(
-                message=str(err)) from err
-
     def check_for_setup_error(self):
         """Refuse to start on an unusable target, with one clear reason."""
-        try:
-            methods = set(self.client.rpc_get_methods())
-        except rpc_exc.SpdkTransportError as err:
-            raise exception.VolumeDriverException(
-                message='SPDK target %s is unreachable: %s'
-                        % (self.client.target, err)) from err
-        except rpc_exc.SpdkRpcError as err:
-            raise exception.VolumeDriverException(
-                message='SPDK target %s refused rpc_get_methods: %s'
-                        % (self.client.target, err)) from err
-        missing = target_rpcs.missing(self.configuration, methods)
-        if missing:
-            raise exception.VolumeDriverException(
-                message='SPDK target %s cannot serve this backend: it needs '
-                        '%s' % (self.client.target, missing))
-        self._check_spdk_version()
+        methods = target_rpcs.check_target(self.client, self.configuration)
         self.exporter.has_vhost = target_rpcs.VHOST_LIST in methods
-        with errors.translated('checking the lvol stores'):
-            for lvs in self.configuration.spdk_lvstores:
-                try:
-                    self.client.bdev_lvol_get_lvstores(lvs_name=lvs)
-                except rpc_exc.NotFound as err:
-                    raise exception.VolumeDriverException(
-                        message='lvol store %s (spdk_lvstores) not found on '
-                                'SPDK target %s' % (lvs, self.client.target)
-                    ) from err
+        with errors.translated('preparing the target'):
             self.exporter.ensure_transport()
             self.images.sweep_scratch()
             self.pools.sweep()

@@ -8,6 +8,12 @@ configuration uses it, and a target that lacks one is refused at start
 with the application that has it.
 """
 
+from cinder import exception
+
+from cinder_spdk_vhost import errors
+from spdk_vhost_core import exception as rpc_exc
+from spdk_vhost_core import spdk_version
+
 # Lvols, snapshots, clones, QoS and image export: every SPDK application
 # has them.
 LVOL = frozenset((
@@ -66,3 +72,39 @@ def missing(conf, methods):
                 need % {'transport': conf.spdk_nvmf_transport},
                 ', '.join(lacking)))
     return '; '.join(reasons) or None
+
+
+def _refuse(message, cause):
+    raise exception.VolumeDriverException(message=message) from cause
+
+
+def check_target(client, conf):
+    """The target's RPC methods; raise if it cannot serve ``conf``.
+
+    It must answer, offer every RPC the configuration uses, run a
+    supported SPDK release and hold every configured lvol store.
+    """
+    try:
+        methods = set(client.rpc_get_methods())
+    except rpc_exc.SpdkTransportError as err:
+        _refuse('SPDK target %s is unreachable: %s' % (client.target, err),
+                err)
+    except rpc_exc.SpdkRpcError as err:
+        _refuse('SPDK target %s refused rpc_get_methods: %s'
+                % (client.target, err), err)
+    lacking = missing(conf, methods)
+    if lacking:
+        _refuse('SPDK target %s cannot serve this backend: it needs %s'
+                % (client.target, lacking), None)
+    try:
+        spdk_version.check(client)
+    except (rpc_exc.UnsupportedSpdkVersion, rpc_exc.SpdkRpcError) as err:
+        _refuse(str(err), err)
+    with errors.translated('checking the lvol stores'):
+        for lvs in conf.spdk_lvstores:
+            try:
+                client.bdev_lvol_get_lvstores(lvs_name=lvs)
+            except rpc_exc.NotFound as err:
+                _refuse('lvol store %s (spdk_lvstores) not found on SPDK '
+                        'target %s' % (lvs, client.target), err)
+    return methods

@@ -18,8 +18,14 @@ message together, in one table (``_RULES``)::
 
     SpdkVhostError              base of everything here
      +-- InvalidProperties      malformed connection properties
+     +-- qos.InvalidQoS         a QoS spec SPDK cannot enforce
+     +-- reconnect.Invalid      NVMe reconnect settings SPDK would refuse
      +-- UnsupportedSpdkVersion the target runs an unsupported release
      +-- ConfigNotSaved         the target's config could not be saved
+     +-- UpgradeError           spdk-vhost-upgrade stopped, saying why
+     |    +-- RolledBack        the new target failed; the old one runs
+     |    +-- RollbackFailed    and the old one did not come back
+     |    +-- systemd_unit.UnitError  systemctl failed
      +-- SpdkRpcError           any failed call
           +-- NotFound          ENODEV, "No such device", "... does not exist"
           +-- AlreadyExists     EEXIST, "File exists", "... already exists"
@@ -100,6 +106,18 @@ class ConfigNotSaved(SpdkVhostError):
                          % (path, reason))
         self.path = path
         self.reason = reason
+
+
+class UpgradeError(SpdkVhostError):
+    """The upgrade stopped; the message says where and why."""
+
+
+class RolledBack(UpgradeError):
+    """The new target failed; the previous one runs again."""
+
+
+class RollbackFailed(UpgradeError):
+    """The new target failed and the previous one did not come back."""
 
 
 class SpdkRpcError(SpdkVhostError):

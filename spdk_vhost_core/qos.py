@@ -14,6 +14,8 @@ import math
 
 from oslo_log import log
 
+from spdk_vhost_core import exception
+
 LOG = log.getLogger(__name__)
 
 IOPS_STEP = 1000
@@ -37,7 +39,7 @@ NO_LIMITS = dict.fromkeys(SPDK_KEYS, 0)
 SUPPORTED_KEYS = tuple(sorted(list(KEYS) + [k + PER_GB for k in KEYS]))
 
 
-class InvalidQoS(ValueError):
+class InvalidQoS(exception.SpdkVhostError, ValueError):
     """A QoS spec SPDK cannot enforce; the message names the key."""
 
 

@@ -14,6 +14,8 @@ properties under :data:`KEY`; Cinder records them beside the target's
 saved config (:mod:`host_settings`) for the upgrade command to check.
 """
 
+from spdk_vhost_core import exception
+
 #: The connector properties' key holding this host's settings.
 KEY = 'spdk_nvme_reconnect'
 #: Its fields: ``bdev_nvme_attach_controller``'s own parameter names.
@@ -59,7 +61,7 @@ def from_conf(conf):
             FAST_FAIL: conf.nvme_fast_io_fail_timeout_sec}
 
 
-class Invalid(ValueError):
+class Invalid(exception.SpdkVhostError, ValueError):
     """Settings SPDK would refuse; ``field`` is the one to change."""
 
     def __init__(self, field, message):

@@ -19,11 +19,13 @@ import os
 import subprocess
 import tempfile
 
+from spdk_vhost_core import exception
+
 DROP_IN = 'spdk-vhost-upgrade.conf'
 UNIT_DIR = '/etc/systemd/system'
 
 
-class UnitError(Exception):
+class UnitError(exception.UpgradeError):
     """systemctl failed, or the unit does not run what was expected."""
 
 

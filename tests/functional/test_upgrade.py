@@ -17,6 +17,7 @@ import sys
 
 import fixtures
 
+from spdk_vhost_core import exception as spdk_exc
 from spdk_vhost_core import host_settings
 from spdk_vhost_core import nvme_auth
 from spdk_vhost_core import reconnect
@@ -181,7 +182,7 @@ class UpgradeTest(UpgradeCase):
 
         # Nothing recorded for the host (attached before Cinder recorded
         # settings): refused, naming it, before anything stops.
-        err = self.assertRaises(upgrade.UpgradeError, self._upgrade,
+        err = self.assertRaises(spdk_exc.UpgradeError, self._upgrade,
                                 storage, spdk_build.tree(NEW),
                                 timeout=reconnect.UPGRADE_TIMEOUT)
         self.assertIn('%s (settings unknown on %s)' % (HOSTNQN, SUBNQN),
@@ -192,7 +193,7 @@ class UpgradeTest(UpgradeCase):
         # defaults before this release): refused, naming it and why.
         host_settings.record(saved, HOSTNQN, SUBNQN, {
             reconnect.LOSS: 60, reconnect.DELAY: 2, reconnect.FAST_FAIL: 10})
-        err = self.assertRaises(upgrade.UpgradeError, self._upgrade,
+        err = self.assertRaises(spdk_exc.UpgradeError, self._upgrade,
                                 storage, spdk_build.tree(NEW),
                                 timeout=reconnect.UPGRADE_TIMEOUT)
         self.assertIn('%s (ctrlr_loss_timeout_sec 60 < 62 s, '
@@ -204,7 +205,7 @@ class UpgradeTest(UpgradeCase):
         # The settings the host attached with cover the default window,
         # but not the one a longer --timeout makes.
         host_settings.record(saved, HOSTNQN, SUBNQN, settings)
-        err = self.assertRaises(upgrade.UpgradeError, self._upgrade,
+        err = self.assertRaises(spdk_exc.UpgradeError, self._upgrade,
                                 storage, spdk_build.tree(NEW), timeout=20)
         self.assertIn('fast_io_fail_timeout_sec 70 < 102 s', str(err))
         self.assertEqual(old_pid, storage.pid)
@@ -244,7 +245,7 @@ class UpgradeTest(UpgradeCase):
                     {'ctrlr': 'local.vhost', 'dev_name': lvol})
         before = target_inventory.take(client)
 
-        err = self.assertRaises(upgrade.RolledBack, self._upgrade, target,
+        err = self.assertRaises(spdk_exc.RolledBack, self._upgrade, target,
                                 self._broken_tree('vhost'))
 
         self.assertIn('exited with 1', str(err))
@@ -256,7 +257,7 @@ class UpgradeTest(UpgradeCase):
         target, client = self._target('vhost', OLD, interrupt_mode=True)
         old_pid = target.pid
 
-        err = self.assertRaises(upgrade.UpgradeError, self._upgrade, target,
+        err = self.assertRaises(spdk_exc.UpgradeError, self._upgrade, target,
                                 self._broken_tree('vhost', 'SPDK v26.09'))
 
         self.assertIn('not a supported release', str(err))
@@ -273,7 +274,7 @@ class UpgradeTest(UpgradeCase):
                     {'ctrlr': 'local.vhost', 'dev_name': lvol})
         old_pid = target.pid
 
-        err = self.assertRaises(upgrade.UpgradeError, self._upgrade, target,
+        err = self.assertRaises(spdk_exc.UpgradeError, self._upgrade, target,
                                 spdk_build.tree(OLD))
 
         self.assertIn('downgrade is refused', str(err))
@@ -381,7 +382,7 @@ class UnitUpgradeTest(UpgradeCase):
     def test_rolled_back_through_the_unit(self):
         broken = self._broken_tree('vhost')
 
-        err = self.assertRaises(upgrade.RolledBack, self._run, broken)
+        err = self.assertRaises(spdk_exc.RolledBack, self._run, broken)
 
         self.assertIn('cannot start', str(err))
         self.assertEqual(OLD, self._version(self.client))
@@ -393,7 +394,7 @@ class UnitUpgradeTest(UpgradeCase):
     def test_unit_loading_another_config_refused(self):
         pid = systemd_unit.UnitProcess(self.unit).pid
         err = self.assertRaises(
-            upgrade.UpgradeError, upgrade.Upgrade, self.socket,
+            spdk_exc.UpgradeError, upgrade.Upgrade, self.socket,
             self.saved + '.other', spdk_build.tree(NEW), pid=pid,
             unit=self.unit)
         self.assertIn('not the --saved-config', str(err))

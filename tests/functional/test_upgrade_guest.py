@@ -21,7 +21,7 @@ import time
 
 import fixtures
 
-from spdk_vhost_core import upgrade
+from spdk_vhost_core import exception as spdk_exc
 from testbed.guest import qemu
 from testbed import spdk_build
 from tests.functional import test_upgrade
@@ -91,7 +91,7 @@ class UpgradeUnderGuestTest(test_upgrade.UpgradeCase):
         self._serves_compute(client, lvol, 'after-storage')
 
         def failed_upgrade():
-            err = self.assertRaises(upgrade.RolledBack, self._upgrade,
+            err = self.assertRaises(spdk_exc.RolledBack, self._upgrade,
                                     compute, self._broken_tree('vhost'))
             self.assertIn('exited with 1', str(err))
             self.assertEqual(NEW, self._version(client))

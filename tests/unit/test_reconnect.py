@@ -8,6 +8,7 @@ import fixtures
 from oslo_config import cfg
 
 from os_brick_connector import options
+from spdk_vhost_core import exception as spdk_exc
 from spdk_vhost_core import host_settings
 from spdk_vhost_core import reconnect
 from spdk_vhost_core import saved_config
@@ -214,7 +215,7 @@ class HostsCheckTest(base.TestCase):
         host_settings.record(self.saved, HOST, SUB, OLD_DEFAULTS)
         host_settings.record(self.saved, HOST2, SUB, DEFAULTS)
         up = self.upgrade({SUB: [HOST, HOST2], SUB2: [HOST2]})
-        err = self.assertRaises(upgrade.UpgradeError, up._check_hosts)
+        err = self.assertRaises(spdk_exc.UpgradeError, up._check_hosts)
         self.assertIn(
             'would not ride out the 60 s this upgrade may keep the target '
             'away (--timeout 10): %s (ctrlr_loss_timeout_sec 60 < 62 s, '
@@ -233,7 +234,7 @@ class HostsCheckTest(base.TestCase):
         host_settings.record(self.saved, HOST, SUB, DEFAULTS)
         up = self.upgrade({SUB: [HOST]}, timeout=20)
         self.assertEqual(100, up.window())
-        err = self.assertRaises(upgrade.UpgradeError, up._check_hosts)
+        err = self.assertRaises(spdk_exc.UpgradeError, up._check_hosts)
         self.assertIn('fast_io_fail_timeout_sec 70 < 102 s', str(err))
 
     def test_force_compute_targets_and_no_hosts_pass(self):
@@ -276,7 +277,7 @@ class FailedRollbackTest(base.TestCase):
         saved = os.path.join(self.useFixture(fixtures.TempDir()).path,
                              'spdk_tgt.json')
         self.useFixture(fixtures.MockPatch(
-            'spdk_vhost_core.upgrade.binary_version',
+            'spdk_vhost_core.target_process.binary_version',
             return_value=(26, 5, 0)))
         up = upgrade.Upgrade(saved + '.sock', saved, '/new',
                              pid=os.getpid(), timeout=0.3, say=lambda m: 0)
@@ -300,7 +301,7 @@ class FailedRollbackTest(base.TestCase):
                 up.target.process.wait()
         up.target.start = start
         up.target.stop = stop
-        err = self.assertRaises(upgrade.RollbackFailed, up.run)
+        err = self.assertRaises(spdk_exc.RollbackFailed, up.run)
         self.assertEqual(['/new', up.target.tree], started)
         return str(err), up.target.process
 

@@ -6,9 +6,10 @@ import stat
 
 import fixtures
 
+from spdk_vhost_core import exception as spdk_exc
 from spdk_vhost_core import spdk_version
 from spdk_vhost_core import target_inventory
-from spdk_vhost_core import upgrade
+from spdk_vhost_core import target_process
 from tests import base
 
 BEFORE = {'vhost controllers': {'a.vhost': {'bdev': 'lvs/a',
@@ -40,10 +41,11 @@ class ArgumentsTest(base.TestCase):
     def test_json_replaced_by_the_saved_config(self):
         self.assertEqual(
             ['-m', '0x1', '-S', '/v', '--json', '/saved.json'],
-            upgrade._with_json(['-m', '0x1', '--json', '/old.json', '-S',
-                                '/v'], '/saved.json'))
+            target_process._with_json(
+                ['-m', '0x1', '--json', '/old.json', '-S', '/v'],
+                '/saved.json'))
         self.assertEqual(['-m', '0x1', '--json', '/s.json'],
-                         upgrade._with_json(['-m', '0x1'], '/s.json'))
+                         target_process._with_json(['-m', '0x1'], '/s.json'))
 
 
 class BinaryVersionTest(base.TestCase):
@@ -58,21 +60,22 @@ class BinaryVersionTest(base.TestCase):
         return tree
 
     def test_release_parsed(self):
-        self.assertEqual((26, 1, 0), upgrade.binary_version(
+        self.assertEqual((26, 1, 0), target_process.binary_version(
             'vhost', self._tree('SPDK v26.01')))
-        version = upgrade.binary_version('vhost',
-                                         self._tree('SPDK v26.05.1-pre'))
+        version = target_process.binary_version(
+            'vhost', self._tree('SPDK v26.05.1-pre'))
         self.assertEqual((26, 5, 1), version)
         self.assertTrue(spdk_version.is_supported(version))
 
     def test_not_spdk_refused(self):
-        err = self.assertRaises(upgrade.UpgradeError, upgrade.binary_version,
+        err = self.assertRaises(spdk_exc.UpgradeError,
+                                target_process.binary_version,
                                 'vhost', self._tree('hello'))
         self.assertIn('not an SPDK release', str(err))
 
     def test_missing_binary_refused(self):
         tree = self.useFixture(fixtures.TempDir()).path
-        self.assertRaises(upgrade.UpgradeError, upgrade.binary_version,
+        self.assertRaises(spdk_exc.UpgradeError, target_process.binary_version,
                           'vhost', tree)
 
 
@@ -83,8 +86,8 @@ class SocketOwnerTest(base.TestCase):
         with socket.socket(socket.AF_UNIX) as sock:
             sock.bind(path)
             sock.listen(1)
-            self.assertEqual(os.getpid(), upgrade.socket_owner(path))
-        self.assertIsNone(upgrade.socket_owner(path + '.none'))
+            self.assertEqual(os.getpid(), target_process.socket_owner(path))
+        self.assertIsNone(target_process.socket_owner(path + '.none'))
 
 
 class SupportedTest(base.TestCase):
