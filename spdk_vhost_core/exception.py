@@ -27,7 +27,8 @@ message together, in one table (``_RULES``)::
      |    +-- RollbackFailed    and the old one did not come back
      |    +-- systemd_unit.UnitError  systemctl failed
      +-- SpdkRpcError           any failed call
-          +-- NotFound          ENODEV, "No such device", "... does not exist"
+          +-- NotFound          ENODEV, ENOKEY, "No such device", "... does
+                                not exist"
           +-- AlreadyExists     EEXIST, "File exists", "... already exists"
           +-- Busy              EBUSY, "Device or resource busy"
           +-- NoSpace           ENOSPC, "No space left on device"
@@ -210,7 +211,8 @@ _RULES = (
     (_GENERIC, 'invalid argument', InvalidParams),
     (_GENERIC, 'invalid parameters', InvalidParams),
     ((JSONRPC_METHOD_NOT_FOUND,), None, MethodNotFound),
-    ((-errno.ENODEV, -errno.ENOENT), None, NotFound),
+    # ENOKEY: keyring_file_remove_key of a name the keyring lacks.
+    ((-errno.ENODEV, -errno.ENOENT, -errno.ENOKEY), None, NotFound),
     ((-errno.EEXIST,), None, AlreadyExists),
     ((-errno.EBUSY,), None, Busy),
     ((-errno.ENOSPC,), None, NoSpace),

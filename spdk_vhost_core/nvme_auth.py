@@ -14,7 +14,6 @@ bytes long.
 import base64
 import binascii
 import contextlib
-import errno
 import hashlib
 import os
 import secrets
@@ -27,10 +26,6 @@ KEY_LENGTHS = (32, 48, 64)
 # hh -> the key length the transformation requires (None: any above).
 _TRANSFORMS = {'00': None, '01': 32, '02': 48, '03': 64}
 NAME_PREFIX = 'spdkvhost-'
-# keyring_file_remove_key of an unknown name: -ENOKEY (SPDK's
-# module/keyring/file; no transcript) and -ENODEV/-ENOENT to be lenient.
-KEY_GONE_CODES = frozenset(-e for e in (errno.ENOKEY, errno.ENODEV,
-                                        errno.ENOENT))
 
 
 def generate_secret(length=32):
@@ -118,8 +113,7 @@ def unregister(client, key_dir, name):
     """
     try:
         client.keyring_file_remove_key(name)
-    except spdk_exc.SpdkRpcError as err:
-        if err.code not in KEY_GONE_CODES:
-            raise
+    except spdk_exc.NotFound:
+        pass  # -ENOKEY: the keyring does not have it (any more)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(_key_path(key_dir, name))

@@ -195,7 +195,7 @@ class KeyringErrorsTest(base.TestCase):
                           self.client.keyring_file_add_key, 'k0', self.path)
 
     def test_remove_unknown_key(self):
-        err = self.assertRaises(spdk_exc.SpdkRpcError,
+        err = self.assertRaises(spdk_exc.NotFound,
                                 self.client.keyring_file_remove_key, 'k9')
         self.assertEqual(-errno.ENOKEY, err.code)
 

@@ -18,6 +18,7 @@ EXPECTED = {
     (-32601, 'Method not found'): exc.MethodNotFound,
     (-32603, 'spdk_json_decode_object failed'): exc.InvalidParams,
     (-19, 'No such device'): exc.NotFound,
+    (-126, 'Required key not available'): exc.NotFound,
     (-32602, 'No such device'): exc.NotFound,
     (-32603, 'No such device'): exc.NotFound,
     (-17, 'File exists'): exc.AlreadyExists,
