@@ -10,6 +10,7 @@ import hashlib
 import re
 
 from spdk_vhost_core import exception
+from spdk_vhost_core import replicas
 from spdk_vhost_core import validation
 
 CONTROLLER_PREFIX = 'vhost-'
@@ -68,7 +69,8 @@ class ConnectionProperties(collections.abc.Mapping):
     ``transport``
         ``local`` when the compute host's SPDK target holds the lvol
         itself (its ``spdk_target_id`` is the backend's), else ``tcp``
-        or ``rdma``.
+        or ``rdma``; ``replicated`` for a volume kept on several
+        storage targets, whose exports are in ``replicas``.
     ``bdev``, ``lvol_uuid``
         The lvol (``<lvstore>/<name>`` alias and uuid); ``local``
         attaches it directly.
@@ -78,6 +80,10 @@ class ConnectionProperties(collections.abc.Mapping):
     ``dhchap_key``, ``dhchap_ctrlr_key``
         Remote only, with ``spdk_nvmf_auth = dhchap``: this attachment's
         DH-HMAC-CHAP secrets.
+    ``replicas``
+        Replicated only: one dict per storage target holding a copy,
+        each with the remote keys above and a ``target_id``
+        (:mod:`~spdk_vhost_core.replicas`); the compute host mirrors them.
     ``access_mode``, ``block_size``
         ``rw`` or ``ro``; 512 or 4096.
     ``qos_specs``
@@ -148,3 +154,8 @@ class ConnectionProperties(collections.abc.Mapping):
     @property
     def qos_specs(self):
         return self._data.get('qos_specs')
+
+    @property
+    def replicas(self):
+        """A replicated volume's replica dicts; None for any other."""
+        return replicas.replicas(self._data)

@@ -19,12 +19,13 @@ from oslo_log import log
 
 from spdk_vhost_core import exception
 from spdk_vhost_core import nvme_auth
+from spdk_vhost_core import replicas
 
 LOG = log.getLogger(__name__)
 
 LOCAL = 'local'
 REMOTE_TRANSPORTS = ('tcp', 'rdma')
-TRANSPORTS = (LOCAL,) + REMOTE_TRANSPORTS
+TRANSPORTS = (LOCAL,) + REMOTE_TRANSPORTS + (replicas.REPLICATED,)
 
 # NVMe base spec 4.5: "nqn.yyyy-mm.<reverse domain>[:<anything>]", at most
 # 223 bytes, printable; the uuid form is the same shape.
@@ -113,6 +114,17 @@ def _check_secret(props, key):
             reason='%s: %s' % (key, err)) from err
 
 
+def _check_export(props):
+    """The keys of one NVMe-oF export: a remote volume's, or a replica's."""
+    _check_remote(props)
+    _check_secret(props, 'dhchap_key')
+    _check_secret(props, 'dhchap_ctrlr_key')
+    if props.get('dhchap_ctrlr_key') and not props.get('dhchap_key'):
+        raise _bad('dhchap_ctrlr_key', '***', 'needs a dhchap_key: '
+                   'the controller authenticates only to a host that '
+                   'authenticates itself')
+
+
 def check_properties(props, volume_id_pattern):
     """Refuse malformed ``connection_properties``, naming the key.
 
@@ -131,14 +143,10 @@ def check_properties(props, volume_id_pattern):
     if transport == LOCAL:
         _check_str('bdev', props.get('bdev'), _BDEV,
                    'an SPDK bdev name or lvstore/lvol alias')
+    elif transport == replicas.REPLICATED:
+        replicas.check(props, _check_export, REMOTE_TRANSPORTS)
     else:
-        _check_remote(props)
-        _check_secret(props, 'dhchap_key')
-        _check_secret(props, 'dhchap_ctrlr_key')
-        if props.get('dhchap_ctrlr_key') and not props.get('dhchap_key'):
-            raise _bad('dhchap_ctrlr_key', '***', 'needs a dhchap_key: '
-                       'the controller authenticates only to a host that '
-                       'authenticates itself')
+        _check_export(props)
     if props.get('access_mode') not in (None,) + ACCESS_MODES:
         raise _bad('access_mode', props['access_mode'], 'must be rw or ro')
     if props.get('block_size') not in (None,) + BLOCK_SIZES:
