@@ -3,12 +3,14 @@
 A local volume gets a layer over its lvol (:mod:`volume_bdev`), a remote
 one the namespace of an NVMe-oF controller (:mod:`nvme_initiator`); both
 are named after the volume, so the name is the disk serial the guest
-sees. Several controllers may share one (a multiattach volume's guests):
+sees; so is a replicated one's RAID1 over its replicas (:mod:`replicas`).
+Several controllers may share one (a multiattach volume's guests):
 it goes only with the last.
 """
 
 from os_brick_connector import connector_errors as errors
 from os_brick_connector import nvme_initiator
+from os_brick_connector import replicas
 from spdk_vhost_core import exception as spdk_exc
 from spdk_vhost_core import volume_bdev
 
@@ -43,6 +45,8 @@ class Backing(object):
         used = controller_bdev(ctrl)
         if not used:
             return None
+        if props.replicas is not None:
+            return used if replicas.served(self.client, props, used) else None
         if props.is_local:
             lvol = self._lvol_bdev(props)
             if used == lvol or volume_bdev.is_layer_of(self.client, used,
@@ -62,6 +66,11 @@ class Backing(object):
         """
         if props.is_local:
             return self._local_layer(props, undo)
+        if props.replicas is not None:
+            # The superblock holds the RAID's config: the saved config
+            # gets the NVMe attaches, read back from the target.
+            return replicas.assemble(self.client, props, self.conf,
+                                     undo), None
         created = False
         try:
             wanted, created = nvme_initiator.attach(self.client, props,
@@ -115,6 +124,9 @@ class Backing(object):
         an older release goes too. Returns the layer's saved-config entry
         when the layer is what went.
         """
+        if props.replicas is not None:
+            replicas.release(self.client, props, self.conf)
+            return None
         if props.is_remote:
             nvme_initiator.detach_if_unused(
                 self.client, props, self.client.vhost_get_controllers(),

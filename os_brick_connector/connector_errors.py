@@ -89,6 +89,12 @@ class BdevConflict(exception.BrickException):
                'refusing to use it')
 
 
+class ReplicaMismatch(exception.BrickException):
+    message = ('RAID1 %(raid)s of a replicated volume is not the mirror of '
+               'its replicas the connector would make (%(found)s, wanted '
+               '%(wanted)s); refusing to use it')
+
+
 class VolumeClaimed(exception.BrickException):
     message = ('lvol %(bdev)s is held by another SPDK module (an NVMe-oF '
                'export to another host, or another layer): it cannot be '

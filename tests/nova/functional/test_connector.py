@@ -322,17 +322,21 @@ class RemoteTestCase(ConnectorTestCase):
         self.storage_target = targets.storage(self)
         self.storage = targets.client_of(self, self.storage_target)
 
-    def export(self, volume_id):
-        """What the Cinder driver does: one subsystem per volume."""
-        lvol = self.storage.bdev_lvol_create(volume_id, 8, lvs_name=LVS,
-                                             thin_provision=True)
+    def export(self, volume_id, storage=None):
+        """What the Cinder driver does: one subsystem per volume.
+
+        ``storage``: the client of another storage target than the first.
+        """
+        storage = storage or self.storage
+        lvol = storage.bdev_lvol_create(volume_id, 8, lvs_name=LVS,
+                                        thin_provision=True)
         nqn = 'nqn.2016-06.io.spdk:%s' % volume_id
         port = str(net.free_port())
-        self.storage.nvmf_create_subsystem(nqn, allow_any_host=False)
-        self.storage.nvmf_subsystem_add_ns(nqn, lvol)
-        self.storage.nvmf_subsystem_add_listener(nqn, 'TCP', '127.0.0.1',
-                                                 port, adrfam='IPv4')
-        self.storage.nvmf_subsystem_add_host(nqn, HOST_NQN)
+        storage.nvmf_create_subsystem(nqn, allow_any_host=False)
+        storage.nvmf_subsystem_add_ns(nqn, lvol)
+        storage.nvmf_subsystem_add_listener(nqn, 'TCP', '127.0.0.1', port,
+                                            adrfam='IPv4')
+        storage.nvmf_subsystem_add_host(nqn, HOST_NQN)
         return {'volume_id': volume_id, 'bdev': lvol, 'lvol_uuid': lvol,
                 'transport': 'tcp', 'nqn': nqn, 'traddr': '127.0.0.1',
                 'trsvcid': port, 'adrfam': 'ipv4', 'ns_id': 1,
