@@ -199,8 +199,9 @@ class ProtocolError(SpdkTransportError):
 _GENERIC = (JSONRPC_INVALID_PARAMS, JSONRPC_INTERNAL_ERROR)
 _RULES = (
     (_GENERIC, 'no such device', NotFound),
-    # bdev_nvme_get_controllers for an unknown name (v26.05).
-    ((-errno.EINVAL,) + _GENERIC, 'does not exist', NotFound),
+    # bdev_nvme_get_controllers for an unknown name (v26.05; v26.01
+    # answers a positive 22).
+    ((-errno.EINVAL, errno.EINVAL) + _GENERIC, 'does not exist', NotFound),
     (_GENERIC, 'file exists', AlreadyExists),
     (_GENERIC, 'already exists', AlreadyExists),
     (_GENERIC, 'no space left on device', NoSpace),

@@ -34,6 +34,8 @@ EXPECTED = {
     (-22, 'No rate limits specified'): exc.InvalidParams,
     # bdev_nvme_get_controllers for an unknown name (v26.05).
     (-22, 'Controller spdkvhost0 does not exist'): exc.NotFound,
+    # The same on v26.01: a positive code.
+    (22, 'Controller spdkvhost0 does not exist'): exc.NotFound,
     # bdev_nvme_attach_controller over TCP on an interrupt-mode target.
     (-95, 'Operation not supported'): exc.NotSupported,
     # Ambiguous in SPDK (duplicate NQN or malformed NQN; refused host or
