@@ -17,6 +17,8 @@ from cinder_spdk_vhost import locks
 from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import qos
 from cinder_spdk_vhost import qos_apply
+from cinder_spdk_vhost import stats
+from cinder_spdk_vhost import tally
 from spdk_vhost_core import exception as rpc_exc
 
 LOG = log.getLogger(__name__)
@@ -43,10 +45,24 @@ class Pools(object):
         self.exporter = exporter
         self.saver = saver
         self.image_cache = image_cache.ImageCache(client, conf)
+        self.tally = tally.Tally(client).watch()
 
     @property
     def lvstores(self):
         return list(self.conf.spdk_lvstores)
+
+    # -- stats -----------------------------------------------------------
+
+    def stats(self, target_id):
+        """Each pool's stats: one lvstore call each, whatever its size.
+
+        Plus one ``bdev_get_bdevs`` by name per lvol changed since the
+        last call, and a full count now and then (see :mod:`tally`).
+        """
+        self.tally.update()
+        return [stats.pool_stats(self.client, self.conf, target_id, lvs,
+                                 counts=self.tally)
+                for lvs in self.lvstores]
 
     # -- finding ---------------------------------------------------------
 
