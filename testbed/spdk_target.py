@@ -50,12 +50,18 @@ class SpdkTarget(fixtures.Fixture):
     etc/tmpfiles.d does (mode 2770, that group; its parents stay
     private) and ``umask`` is the process's (``SERVICE_UMASK`` is the
     units'); without them the target runs as a shell would start it.
+
+    ``auto_examine=False`` starts a storage target serving replicas of
+    replicated volumes: no bdev is examined unless named with
+    ``bdev_examine`` (:meth:`aio_lvstore` names its base), so its raid
+    module never claims an lvol that carries a compute host's RAID
+    superblock. A saved config keeps both settings for the next start.
     """
 
     def __init__(self, app='spdk_tgt', core_mask='0x1', lcores=None,
                  interrupt_mode=False, json_config=None, mem_mb=MEM_MB,
                  start_timeout=30, name='spdk', socket_group=None,
-                 umask=None, tree=None):
+                 umask=None, tree=None, auto_examine=True):
         super().__init__()
         if app not in spdk_build.APPS:
             raise ValueError('not an SPDK application: %r' % app)
@@ -72,6 +78,7 @@ class SpdkTarget(fixtures.Fixture):
         self.umask = umask
         # A built SPDK tree (spdk_build.tree): default spdk_build's.
         self.tree = tree
+        self.auto_examine = auto_examine
         self.process = None
 
     def _setUp(self):
@@ -101,6 +108,9 @@ class SpdkTarget(fixtures.Fixture):
             cmd.append('--interrupt-mode')
         if self.json_config and os.path.exists(self.json_config):
             cmd += ['--json', self.json_config]
+        elif not self.auto_examine:
+            # bdev_set_options is refused once the subsystems started.
+            cmd.append('--wait-for-rpc')
         return cmd
 
     def start(self):
@@ -118,6 +128,10 @@ class SpdkTarget(fixtures.Fixture):
                 env=spdk_build.app_env(self.tree), start_new_session=True,
                 umask=-1 if self.umask is None else self.umask)
         self._wait_ready()
+        if '--wait-for-rpc' in self.process.args:
+            self.rpc('bdev_set_options', {'bdev_auto_examine': False})
+            self.rpc('framework_start_init')
+            self.rpc('framework_wait_init')
 
     def stop(self):
         """Stop cleanly (SIGTERM; SIGKILL after 20 s), as systemd does."""
@@ -201,6 +215,9 @@ class SpdkTarget(fixtures.Fixture):
         bdev = '%s_base' % lvs_name
         self.rpc('bdev_aio_create', {'name': bdev, 'filename': path,
                                      'block_size': block_size})
+        if not self.auto_examine:
+            # Only the lvstore's base: its lvols stay unexamined.
+            self.rpc('bdev_examine', {'name': bdev})
         return self.rpc('bdev_lvol_create_lvstore', {
             'bdev_name': bdev, 'lvs_name': lvs_name,
             'cluster_sz': cluster_mib << 20})

@@ -24,6 +24,7 @@ from os_brick_connector import connector
 from os_brick_connector import connector_errors as errors
 from os_brick_connector import replicas
 from spdk_vhost_core import replicas as wire
+from spdk_vhost_core import saved_config
 from testbed.guest import qemu
 from tests.nova.functional import targets
 from tests.nova.functional import test_connector as base_tests
@@ -48,13 +49,16 @@ class ReplicaTestCase(test_faults.TcpCase):
     def setUp(self):
         super().setUp()
         self.useFixture(fixtures.Timeout(600, gentle=True))
-        self.second_target = targets.storage(self, 'storage-b')
+        self.second_target = self.start_second()
         self.second = targets.client_of(self, self.second_target)
         # Fail a dead replica's I/O after 1 s, so the RAID goes on
         # without it instead of stalling the guest for the loss timeout.
         self.cfg.config(group=GROUP, nvme_ctrlr_loss_timeout_sec=10,
                         nvme_reconnect_delay_sec=1,
                         nvme_fast_io_fail_timeout_sec=1)
+
+    def start_second(self):
+        return targets.storage(self, 'storage-b')
 
     def replicated(self, volume_id=VOLUME):
         """What Cinder will hand over: one export per storage target."""
@@ -181,6 +185,57 @@ class TestComputeRestart(ReplicaTestCase):
         self.assertEqual(info, saving.connect_volume(props))
         saving.disconnect_volume(props, info)
         self.assert_nothing_left()
+
+
+class StorageRestartCase(ReplicaTestCase):
+    """The second storage target restarts from its saved config."""
+
+    auto_examine = True
+
+    def start_second(self):
+        self.second_saved = os.path.join(
+            self.useFixture(fixtures.TempDir()).path, 'storage-b.json')
+        return targets.storage(self, 'storage-b',
+                               json_config=self.second_saved,
+                               auto_examine=self.auto_examine)
+
+    def restart_second(self):
+        """Restart it once the compute host wrote its superblock.
+
+        Returns the namespaces it exports again, and its own RAIDs.
+        """
+        props = self.replicated()
+        info = self.connect(props)
+        self.addCleanup(self.connector.disconnect_volume, props, info)
+        saved_config.ConfigSaver(self.second, self.second_saved).save()
+        self.second.close()
+        self.second_target.restart(crash=True)
+        namespaces = [ns['name'] for sub in
+                      self.second.call('nvmf_get_subsystems')
+                      for ns in sub.get('namespaces', ())]
+        raids = [raid['name'] for raid in self.second.call(
+            'bdev_raid_get_bdevs', {'category': 'all'})]
+        return namespaces, raids
+
+
+class TestStorageRestartAutoExamine(StorageRestartCase):
+    """The trap: the storage target's own raid module claims the replica."""
+
+    def test_replica_not_exported_again(self):
+        namespaces, raids = self.restart_second()
+        self.assertEqual([], namespaces)
+        self.assertEqual([VOLUME], raids)
+
+
+class TestStorageRestartNoAutoExamine(StorageRestartCase):
+    """Started as storage targets serving replicas must be."""
+
+    auto_examine = False
+
+    def test_replica_exported_again(self):
+        namespaces, raids = self.restart_second()
+        self.assertEqual(1, len(namespaces))
+        self.assertEqual([], raids)
 
 
 class TestAssemblyFaults(ReplicaTestCase):
