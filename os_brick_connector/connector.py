@@ -107,8 +107,6 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         self.backing = backing.Backing(self.client, self.conf)
         self.saved = controller_saver.ControllerSaver(
             saved_config.ConfigSaver.from_conf(self.client, self.conf))
-        # The target's vhost socket directory (spdk_tgt -S), once known.
-        self._socket_dir = None
 
     @staticmethod
     def get_connector_properties(root_helper, *args, **kwargs):
@@ -144,10 +142,7 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
     def _create_controller(self, name, bdev, props, undo, topology):
         """Create the controller on the least loaded reactor of the node.
 
-        Returns it as ``vhost_get_controllers`` would, without asking:
-        its socket is in the target's socket directory, which only an
-        existing controller tells, so it is asked once per process (and
-        again if the socket is not where it was).
+        Returns its saved-config entries (see :mod:`controller_saver`).
         """
         load = topology.load(properties.CONTROLLER_PREFIX)
         core = numa.choose_core(topology, load, props.numa_node,
@@ -165,20 +160,25 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         except spdk_exc.AlreadyExists:
             LOG.info('vhost-blk controller %s appeared meanwhile; reusing',
                      name)
-            ctrl = self._controller(name)
-            self._check_reusable(ctrl, bdev, props)
-            return ctrl
-        if self.conf.vhost_coalescing_delay_base_us:
+            return self._entries(self._controller(name), bdev, props)
+        if self._coalescing():
             self.client.vhost_controller_set_coalescing(
-                name, self.conf.vhost_coalescing_delay_base_us,
-                self.conf.vhost_coalescing_iops_threshold)
-        socket = self._socket_dir and os.path.join(self._socket_dir, name)
-        if not socket or not os.path.exists(socket):
-            socket = self._controller(name)['socket']
-            self._socket_dir = os.path.dirname(socket)
-        return {'ctrlr': name, 'cpumask': numa.core_mask(core),
-                'socket': socket, 'backend_specific': {'block': {
-                    'bdev': bdev, 'readonly': props.read_only}}}
+                name, *self._coalescing())
+        return controller_saver.controller_entries(
+            name, bdev, core, props.read_only, self._coalescing())
+
+    def _coalescing(self):
+        if self.conf.vhost_coalescing_delay_base_us:
+            return (self.conf.vhost_coalescing_delay_base_us,
+                    self.conf.vhost_coalescing_iops_threshold)
+        return None
+
+    def _entries(self, ctrl, bdev, props):
+        """The saved-config entries of an existing controller we reuse."""
+        self._check_reusable(ctrl, bdev, props)
+        core = min(numa.cpumask_cores(ctrl['cpumask']))
+        return controller_saver.controller_entries(
+            ctrl['ctrlr'], bdev, core, props.read_only, self._coalescing())
 
     def _check_reusable(self, ctrl, bdev, props):
         found = backing.controller_bdev(ctrl)
@@ -231,9 +231,10 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         """Four round trips for a new local attachment without QoS.
 
         The reactors (which also say whether the controller exists and
-        each core's load), the layer, the controller, and the saved
-        ``vhost_blk`` config (proof the target still has it; the layer's
-        entry is added to the saved file as the call made it).
+        each core's load), the layer, the controller, and the controller
+        again by name once the saved file has it: proof the target still
+        has it, and where its socket is. The layer's and controller's
+        entries are written into the saved file as the calls made them.
         """
         topology = numa.Topology.read(self.client)
         ctrl = self._controller(name) if name in topology.threads else None
@@ -242,16 +243,16 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         if bdev is None:
             bdev, entry = self.backing.make(props, undo)
         if ctrl is not None:
-            self._check_reusable(ctrl, bdev, props)
+            entries = self._entries(ctrl, bdev, props)
         # Limits before the controller: no guest may run without them.
         if frontend_qos.apply(self.client, bdev, props.qos_specs):
             entry = None  # the bdev subsystem changed more: read it again
         if ctrl is None:
-            ctrl = self._create_controller(name, bdev, props, undo,
-                                           topology)
-        self._set_socket_access(ctrl['socket'])
+            entries = self._create_controller(name, bdev, props, undo,
+                                              topology)
         # Durable before reported: a restart from now on brings it back.
-        self.saved.save_with(name, entry)
+        ctrl = self.saved.save_with(name, entries, entry)
+        self._set_socket_access(ctrl['socket'])
         return self._device_info(ctrl, topology)
 
     # -- disconnect --------------------------------------------------------

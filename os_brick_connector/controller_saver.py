@@ -1,24 +1,53 @@
 """The connector's saves of the target config, each one also a check.
 
-A vhost-blk controller the connector just created must be in the saved
-config, and one it just deleted must not: either fails only when the
-target restarted between the change and the save (it then came back
-from an older file), which must not go unnoticed.
+An attach or detach changes one vhost-blk controller and, mostly, one
+bdev entry; the connector knows both, so it writes them into the saved
+file itself rather than reading back the target's ``vhost_blk`` config,
+whose reply grows with every controller on the host. Then it asks the
+target for that one controller: a controller just created must still be
+there and one just deleted must not. Either fails only when the target
+restarted between the change and the save (it came back from an older
+file), which must not go unnoticed. Asked after the file is written, a
+later restart brings back what the file now says.
 """
-
-import functools
 
 from oslo_log import log
 
 from os_brick_connector import connector_errors as errors
 from spdk_vhost_core import exception as spdk_exc
-from spdk_vhost_core import saved_config
 
 LOG = log.getLogger(__name__)
 
+VHOST_SUBSYSTEM = 'vhost_blk'
+TRANSPORT = 'vhost_user_blk'
 
-def _edit_entry(doc, subsystem, entry, added):
-    """Add ``entry`` to (or remove it from) ``subsystem`` of ``doc``.
+
+def controller_entries(name, bdev, core, readonly, coalescing=None):
+    """The saved-config entries of a controller, as SPDK writes them.
+
+    ``coalescing``: ``(delay_base_us, iops_threshold)`` when it is set.
+    """
+    entries = [{'method': 'vhost_create_blk_controller',
+                'params': {'ctrlr': name, 'dev_name': bdev,
+                           'cpumask': '%x' % (1 << core),
+                           'readonly': bool(readonly),
+                           'transport': TRANSPORT}}]
+    if coalescing:
+        delay, threshold = coalescing
+        entries.append({'method': 'vhost_controller_set_coalescing',
+                        'params': {'ctrlr': name, 'delay_base_us': delay,
+                                   'iops_threshold': threshold}})
+    return entries
+
+
+def _replace_controller(config, name, entries):
+    """``config`` with controller ``name``'s entries replaced."""
+    return [c for c in config
+            if c.get('params', {}).get('ctrlr') != name] + list(entries)
+
+
+def _replace_bdev(config, entry, added):
+    """``config`` with ``entry`` added (once) or removed.
 
     Entries are matched by method and ``params['name']``, so adding one
     twice keeps one, and removing one that is gone is no change.
@@ -27,11 +56,8 @@ def _edit_entry(doc, subsystem, entry, added):
         return (other.get('method') == entry['method'] and
                 other.get('params', {}).get('name') ==
                 entry['params']['name'])
-    for item in doc['subsystems']:
-        if item.get('subsystem') == subsystem:
-            config = [c for c in item.get('config') or () if not same(c)]
-            item['config'] = config + [entry] if added else config
-            return
+    kept = [c for c in config if not same(c)]
+    return kept + [entry] if added else kept
 
 
 class ControllerSaver(object):
@@ -43,48 +69,61 @@ class ControllerSaver(object):
 
     def __init__(self, saver):
         self.saver = saver
+        self.client = saver.client
 
-    def _controllers(self, bdev_entry=None, added=True):
-        """Save; the saved controller names (None: saving is off).
+    def _save(self, name, entries, bdev_entry, added):
+        """Write controller ``name`` (``entries``, none: gone) and its bdev.
 
-        An attach or detach changes its controller and one bdev entry.
-        The ``vhost_blk`` subsystem is always read again: it is also the
-        proof the target still (or no longer) has the controller. The
-        ``bdev`` one is read again too, unless the caller gives the one
-        entry it ``added`` (or removed): ``bdev_entry``.
+        The ``bdev`` subsystem is read again unless the caller gives the
+        one entry it ``added`` (or removed): ``bdev_entry``.
         """
-        subsystems, edit = ('bdev', 'vhost_blk'), None
-        if bdev_entry is not None:
-            subsystems = ('vhost_blk',)
-            edit = functools.partial(_edit_entry, subsystem='bdev',
-                                     entry=bdev_entry, added=added)
+        edits = {VHOST_SUBSYSTEM: lambda config: _replace_controller(
+            config, name, entries)}
+        subsystems = ()
+        if bdev_entry is None:
+            subsystems = ('bdev',)
+        else:
+            edits['bdev'] = lambda config: _replace_bdev(
+                config, bdev_entry, added)
         try:
-            doc = self.saver.save(subsystems, edit)
+            self.saver.save(subsystems, edits)
         except spdk_exc.ConfigNotSaved as err:
             raise errors.TargetConfigNotSaved(path=err.path,
-                                              reason=err) from err
-        if doc is None:
-            return None
-        return saved_config.names(doc, 'vhost_create_blk_controller', 'ctrlr')
+                                              reason=err.reason) from err
 
-    def save_with(self, name, bdev_entry=None):
-        """Save; raise if the target no longer has controller ``name``."""
-        saved = self._controllers(bdev_entry)
-        if saved is not None and name not in saved:
+    def live(self, name):
+        """Controller ``name`` as the target lists it, or None."""
+        try:
+            return self.client.vhost_get_controllers(name=name)[0]
+        except spdk_exc.NotFound:
+            return None
+
+    def save_with(self, name, entries, bdev_entry=None):
+        """Save the new controller; return it as the target has it.
+
+        Raises if the target no longer has it. Saving off, it is only
+        looked up (its socket is what the caller needs).
+        """
+        if self.saver.enabled:
+            self._save(name, entries, bdev_entry, added=True)
+        ctrl = self.live(name)
+        if ctrl is None:
             raise errors.TargetRestarted(ctrlr=name, state='without it')
+        return ctrl
 
     def until_gone(self, name, delete):
-        """Run ``delete()`` until a save shows controller ``name`` gone.
+        """Run ``delete()`` until the saved controller ``name`` stays gone.
 
         ``delete`` returns whether it deleted the controller (False: it
         was left in place on purpose, e.g. a forced detach), and the bdev
-        entry it removed with it, if it knows which (see
-        :meth:`_controllers`).
+        entry it removed with it, if it knows which (see :meth:`_save`).
         """
         for _round in range(self.rounds):
             gone, removed = delete()
-            saved = self._controllers(removed, added=False)
-            if not gone or saved is None or name not in saved:
+            if not gone or not self.saver.enabled:
+                return
+            self._save(name, (), removed, added=False)
+            if self.live(name) is None:
                 return
             LOG.warning('vhost-blk controller %s came back with a target '
                         'restart; deleting it again', name)

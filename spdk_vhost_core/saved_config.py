@@ -189,17 +189,18 @@ class ConfigSaver(object):
                                   if not self._transient(c)]
         return doc
 
-    def save(self, subsystems=None, edit=None):
+    def save(self, subsystems=None, edits=None):
         """Write the live config; return it (None when disabled).
 
         ``subsystems``: the names of the only subsystems a change touched.
         Their config is read from the target, one round trip each, and the
         others are kept from the file, which a whole save (one round trip
         per subsystem, a dozen or more) would only write again unchanged.
-        ``edit(doc)``: the caller's own change to a subsystem it did not
-        name, made in the kept file instead of a round trip (it knows the
-        one entry it added or removed). Without a file yet, the whole
-        config is saved, and ``edit`` is not needed.
+        ``edits``: ``{subsystem: edit(config) -> config}``, the caller's
+        own changes to subsystems it knows the entries of, made in the
+        kept file instead of a round trip whose reply grows with the
+        target. Without a file yet (or without one of those subsystems
+        in it), the whole config is saved, and ``edits`` are not needed.
 
         Raises :class:`~spdk_vhost_core.exception.ConfigNotSaved` (the
         target is unreachable, or the file cannot be written): the
@@ -209,11 +210,11 @@ class ConfigSaver(object):
             return None
         try:
             with file_lock(self.path):
-                doc = self._updated(subsystems) if subsystems else None
+                doc = None
+                if subsystems or edits:
+                    doc = self._updated(subsystems or (), edits or {})
                 if doc is None:
                     doc = self.client.save_config()
-                elif edit is not None:
-                    edit(doc)
                 doc = replay_order(self._filtered(doc))
                 write_atomic(self.path, doc)
         except spdk_exc.SpdkRpcError as err:
@@ -224,8 +225,11 @@ class ConfigSaver(object):
                   self.path)
         return doc
 
-    def _updated(self, subsystems):
-        """The saved file with ``subsystems`` read again; None: no file."""
+    def _updated(self, subsystems, edits):
+        """The saved file, ``subsystems`` read again, ``edits`` made.
+
+        None when there is no such file to update.
+        """
         try:
             with open(self.path) as f:
                 doc = json.load(f)
@@ -236,10 +240,13 @@ class ConfigSaver(object):
                         'whole', self.path, err)
             return None
         items = doc.get('subsystems') or []
-        if not set(subsystems) <= {i.get('subsystem') for i in items}:
+        if not set(subsystems) | set(edits) <= {i.get('subsystem')
+                                                for i in items}:
             return None
         for item in items:
-            if item.get('subsystem') in subsystems:
-                item['config'] = self.client.framework_get_config(
-                    item['subsystem'])
+            name = item.get('subsystem')
+            if name in subsystems:
+                item['config'] = self.client.framework_get_config(name)
+            if name in edits:
+                item['config'] = edits[name](item.get('config') or [])
         return doc

@@ -10,6 +10,7 @@ import sys
 import fixtures
 from oslo_config import cfg
 
+from os_brick_connector import connector_errors as errors
 from os_brick_connector import controller_saver
 from spdk_vhost_core import exception as spdk_exc
 from spdk_vhost_core import options
@@ -53,6 +54,12 @@ class FakeClient(object):
             if item['subsystem'] == name:
                 return item['config']
         raise spdk_exc.NotFound('no subsystem %s' % name)
+
+    def vhost_get_controllers(self, name):
+        for entry in self.doc['subsystems'][2]['config']:
+            if entry['params']['ctrlr'] == name:
+                return [{'ctrlr': name, 'socket': '/s/' + name}]
+        raise spdk_exc.NotFound('vhost_get_controllers')
 
 
 class TestSavedConfig(base.TestCase):
@@ -120,41 +127,66 @@ class TestSavedConfig(base.TestCase):
         with open(self.path) as src:
             self.assertEqual(doc, json.load(src))
 
-    def test_controller_save_edits_the_layer_entry_in(self):
-        """An attach reads vhost_blk again; its layer is added as made."""
+    def _controller_saver(self, client):
         saved_config.ConfigSaver(FakeClient(document([AIO])),
                                  self.path).save()
-        client = FakeClient(document([AIO]))
-        saver = controller_saver.ControllerSaver(
+        return controller_saver.ControllerSaver(
             saved_config.ConfigSaver(client, self.path))
-        layer = volume_bdev.config_entry('vol-a', 'lvol-uuid')
-        saver.save_with('vhost-a', layer)
-        saver.save_with('vhost-a', layer)  # a retry adds it once
-        self.assertEqual(['vhost_blk', 'vhost_blk'], client.read)
+
+    def saved(self):
         with open(self.path) as src:
-            doc = json.load(src)
+            return json.load(src)
+
+    def test_controller_save_edits_its_entries_in(self):
+        """An attach writes what it made, reads nothing, checks the one."""
+        client = FakeClient(document([AIO]))
+        saver = self._controller_saver(client)
+        layer = volume_bdev.config_entry('vol-a', 'lvol-uuid')
+        entries = controller_saver.controller_entries(
+            'vhost-a', 'vol-a', 2, False, coalescing=(50, 1000))
+        self.assertEqual('4', entries[0]['params']['cpumask'])
+        ctrl = saver.save_with('vhost-a', entries, layer)
+        saver.save_with('vhost-a', entries, layer)  # a retry adds it once
+        self.assertEqual('/s/vhost-a', ctrl['socket'])
+        self.assertEqual([], client.read)
+        doc = self.saved()
         # Before examine, as SPDK saves a raid: it completes when the
         # lvol appears.
         self.assertEqual([AIO, layer, EXAMINE],
                          doc['subsystems'][0]['config'])
-        # A detach removes it the same way, and proves the controller
-        # gone by reading vhost_blk.
+        self.assertEqual(entries, doc['subsystems'][2]['config'])
+        # A detach removes both the same way, and asks the target for
+        # the controller: gone.
         client.doc['subsystems'][2]['config'] = []
         saver.until_gone('vhost-a', lambda: (True, layer))
-        with open(self.path) as src:
-            doc = json.load(src)
+        doc = self.saved()
         self.assertEqual([AIO, EXAMINE], doc['subsystems'][0]['config'])
         self.assertEqual([], doc['subsystems'][2]['config'])
-        self.assertEqual(['vhost_blk'] * 3, client.read)
+        self.assertEqual([], client.read)
+
+    def test_controller_the_target_lost_is_reported(self):
+        client = FakeClient(document([AIO]))
+        client.doc['subsystems'][2]['config'] = []  # restarted without it
+        saver = self._controller_saver(client)
+        entries = controller_saver.controller_entries('vhost-a', 'v', 0,
+                                                      False)
+        self.assertRaises(errors.TargetRestarted, saver.save_with,
+                          'vhost-a', entries, None)
+        # A detach whose controller comes back each time gives up.
+        client.doc['subsystems'][2]['config'] = [VHOST]
+        deletes = []
+        self.assertRaises(errors.TargetRestarted, saver.until_gone,
+                          'vhost-a', lambda: deletes.append(1) or (True,
+                                                                   None))
+        self.assertEqual(controller_saver.ControllerSaver.rounds,
+                         len(deletes))
 
     def test_controller_save_without_entry_reads_bdev_too(self):
-        saved_config.ConfigSaver(FakeClient(document([AIO])),
-                                 self.path).save()
         client = FakeClient(document([AIO, QOS]))
-        saver = controller_saver.ControllerSaver(
-            saved_config.ConfigSaver(client, self.path))
-        saver.save_with('vhost-a')
-        self.assertEqual(['bdev', 'vhost_blk'], client.read)
+        saver = self._controller_saver(client)
+        saver.save_with('vhost-a', controller_saver.controller_entries(
+            'vhost-a', 'lvol-uuid', 0, False))
+        self.assertEqual(['bdev'], client.read)
 
     def test_whole_save_without_a_file_or_the_subsystem(self):
         client = FakeClient(document([AIO]))
