@@ -141,11 +141,13 @@ class Tally(object):
             self.recount()
             return None
         todo, self.pending = self.pending, set()
-        done = 0
+        done = set()
         while todo:
-            done += 1
-            self._refresh(todo.pop(), todo)
-        return done
+            name = todo.pop()
+            if name not in done:
+                done.add(name)
+                self._refresh(name, todo)
+        return len(done)
 
     def recount(self):
         """Count every lvol (``bdev_get_bdevs``: grows with the pool)."""
@@ -176,8 +178,9 @@ class Tally(object):
 
         Its clone list may predate a snapshot of one of them (which
         then became the clone): the lvols naming it as parent too.
+        Only counted ones: another process's are the full count's.
         """
-        found = {self.by_alias.get(c, c) for c in gone.clones}
+        found = {self.by_alias[c] for c in gone.clones if c in self.by_alias}
         found.update(e.uuid for e in self.entries.values()
                      if e.parent == gone.alias)
         return found

@@ -106,3 +106,14 @@ class TallyTest(dbase.DriverTestCase):
         self.fake.bdev_lvol_rename(self.alias(volume), 'renamed')
         self.assertCounted()
         self.assertEqual(2.0, self.provisioned())
+
+    def test_each_changed_lvol_is_read_once(self):
+        volume = self.volume()
+        snap = self.snapshot(volume)
+        self.pool_stats()
+        # The snapshot's clone list names the volume, deleted too.
+        self.driver.delete_volume(volume)
+        self.driver.delete_snapshot(snap)
+        self.assertEqual(['bdev_get_bdevs'] * 2 + ['bdev_lvol_get_lvstores'],
+                         self.calls_of(self.pool_stats))
+        self.assertCounted()
