@@ -101,7 +101,7 @@ class QuickBenchTest(base.TestCase):
             self.assertGreaterEqual(held['controllers'], 1)
             ops = scale['cinder'][str(pool)]
             for op in ('create', 'snapshot', 'clone_from_snapshot',
-                       'delete', 'get_volume_stats'):
+                       'delete', 'get_volume_stats', 'pool_stats'):
                 self.assertGreater(ops[op]['rpc_calls'], 0, (pool, op))
                 self.assertGreater(ops[op]['reply_bytes'], 0, (pool, op))
             for count in scale['controllers']:
@@ -111,7 +111,7 @@ class QuickBenchTest(base.TestCase):
         verdicts = scale['verdicts']
         self.assertLessEqual(
             {'create', 'snapshot', 'clone_from_snapshot', 'delete',
-             'get_volume_stats', 'attach', 'detach',
+             'get_volume_stats', 'pool_stats', 'attach', 'detach',
              'attach_vs_controllers', 'detach_vs_controllers'},
             set(verdicts))
         self.assertEqual({}, {op: (v['over_enforced'], scale['ratios'][op])
