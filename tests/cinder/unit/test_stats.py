@@ -1,7 +1,10 @@
 """The pool stats' provisioned tally against a full count of every bdev."""
 
+from cinder import exception
+
 from cinder_spdk_vhost import stats
 from cinder_spdk_vhost import tally
+from spdk_vhost_core import exception as rpc_exc
 from tests.cinder.unit import driver_base as dbase
 
 
@@ -117,3 +120,13 @@ class TallyTest(dbase.DriverTestCase):
         self.assertEqual(['bdev_get_bdevs'] * 2 + ['bdev_lvol_get_lvstores'],
                          self.calls_of(self.pool_stats))
         self.assertCounted()
+
+    def test_a_failed_operation_and_its_undo(self):
+        snap = self.snapshot(self.volume())
+        self.pool_stats()
+        self.fake.fail('bdev_lvol_resize', rpc_exc.NoSpace)
+        self.assertRaises(exception.VolumeBackendAPIException,
+                          self.driver.create_volume_from_snapshot,
+                          self.make_volume(size=2), snap)
+        self.assertCounted()
+        self.assertEqual(1.0, self.provisioned())
