@@ -156,6 +156,7 @@ class Tally(object):
                    if Entry.counted(b)]
         self.entries = {e.uuid: e for e in entries}
         self.by_alias = {e.alias: e.uuid for e in entries}
+        LOG.debug('Counted the provisioned bytes of %d lvols', len(entries))
 
     def _refresh(self, name, todo):
         try:
