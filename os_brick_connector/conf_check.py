@@ -80,6 +80,28 @@ NVME_OPTIONS = {reconnect.LOSS: 'nvme_ctrlr_loss_timeout_sec',
                 reconnect.FAST_FAIL: 'nvme_fast_io_fail_timeout_sec'}
 
 
+#: The option that sets each reconnect setting of a replica's attach.
+REPLICA_OPTIONS = {
+    reconnect.LOSS: 'nvme_replica_ctrlr_loss_timeout_sec',
+    reconnect.DELAY: 'nvme_replica_reconnect_delay_sec',
+    reconnect.FAST_FAIL: 'nvme_replica_fast_io_fail_timeout_sec'}
+
+
+def replica_settings(conf):
+    """The reconnect settings a replica of a replicated volume gets."""
+    return {field: getattr(conf, option)
+            for field, option in REPLICA_OPTIONS.items()}
+
+
+def _check_settings(settings, names):
+    """SPDK's rules; the option to change named in the error."""
+    try:
+        reconnect.check(settings, names)
+    except reconnect.Invalid as err:
+        field = err.field
+        raise _conf_error(names[field], settings[field], str(err)) from None
+
+
 # Settings already warned about: once per process, not per attachment.
 _WARNED = set()
 
@@ -92,12 +114,9 @@ def _check_nvme_timeouts(conf):
     the upgrade command refuses such a host, naming it.
     """
     settings = reconnect.from_conf(conf)
-    try:
-        reconnect.check(settings, NVME_OPTIONS)
-    except reconnect.Invalid as err:
-        field = err.field
-        raise _conf_error(NVME_OPTIONS[field], settings[field],
-                          str(err)) from None
+    _check_settings(settings, NVME_OPTIONS)
+    # The replicas' own: no upgrade to ride out, they fail over instead.
+    _check_settings(replica_settings(conf), REPLICA_OPTIONS)
     window = reconnect.window()
     short = reconnect.shortfall(settings, window)
     key = tuple(sorted(settings.items()))

@@ -120,6 +120,41 @@ connector_opts = [
                     'nvme_reconnect_delay_sec, the command refuses, '
                     'without --force, to upgrade a storage target this '
                     'host is connected to.'),
+    cfg.IntOpt('nvme_replica_ctrlr_loss_timeout_sec',
+               default=-1,
+               min=-1,
+               help='NVMe-oF, replicas of a replicated volume only: '
+                    'nvme_ctrlr_loss_timeout_sec for them. The default '
+                    '(-1, retry forever) keeps a lost replica\'s '
+                    'controller, so that when its storage target returns '
+                    'the controller reconnects by itself and '
+                    '"spdk-vhost-replicas repair" rebuilds the replica '
+                    'from SPDK\'s state alone; the price is one connect '
+                    'attempt every nvme_replica_reconnect_delay_sec to a '
+                    'storage target that never returns, until the replica '
+                    'is replaced or the volume detached. A controller '
+                    'given up must be attached again with the volume\'s '
+                    'connection properties.'),
+    cfg.IntOpt('nvme_replica_reconnect_delay_sec',
+               default=1,
+               min=0,
+               help='NVMe-oF, replicas only: nvme_reconnect_delay_sec for '
+                    'them; not above nvme_replica_fast_io_fail_timeout_sec '
+                    'when that is not 0.'),
+    cfg.IntOpt('nvme_replica_fast_io_fail_timeout_sec',
+               default=1,
+               min=0,
+               help='NVMe-oF, replicas only: nvme_fast_io_fail_timeout_sec '
+                    'for them, which sets the guest\'s stall when a '
+                    'storage target dies: after this long its replica\'s '
+                    'I/O fails, the RAID1 fails that replica and goes on, '
+                    'degraded, with the others (1 s: longest guest write '
+                    'stall 1.1 to 2.3 s measured). The price of a short '
+                    'one: a storage target that is only restarting (an '
+                    'upgrade) is failed out of every mirror it serves, '
+                    'which then runs degraded until repaired and rebuilt. '
+                    'Single-copy remote volumes keep the nvme_* settings '
+                    'and ride out the upgrade.'),
     cfg.StrOpt('nvme_key_dir',
                help='NVMe-oF: directory, readable by this host\'s SPDK '
                     'process, where DH-HMAC-CHAP secrets received from '

@@ -5,7 +5,15 @@ and v26.05 (``module/bdev/raid/bdev_raid.c``): a failed member keeps its
 slot with ``name`` null. The functional tests check them on real SPDK.
 """
 
+import io
+
+from oslo_config import cfg
+
+from os_brick_connector import conf_check
+from os_brick_connector import connector_errors as errors
+from os_brick_connector import options
 from os_brick_connector import replicas
+from os_brick_connector import replicas_cmd
 from tests import base
 
 VOLUME = '6a1c7b8e-0d2f-4c3e-9a51-0a2b3c4d5e6f'
@@ -45,10 +53,12 @@ class TestStatus(base.TestCase):
 
     def test_states(self):
         self.assertEqual(
-            {'state': 'online', 'members': ['a', 'b'], 'replicas': 2},
+            {'state': 'online', 'members': ['a', 'b'], 'replicas': 2,
+             'missing': 0, 'rebuilding': None},
             replicas.status(RaidAnswers(raid('a', 'b')), VOLUME))
         self.assertEqual(
-            {'state': 'degraded', 'members': ['a'], 'replicas': 2},
+            {'state': 'degraded', 'members': ['a'], 'replicas': 2,
+             'missing': 1, 'rebuilding': None},
             replicas.status(RaidAnswers(raid('a', None)), VOLUME))
         self.assertEqual(
             'degraded',
@@ -59,3 +69,110 @@ class TestStatus(base.TestCase):
             replicas.status(RaidAnswers(raid('a', None, state='configuring')),
                             VOLUME)['state'])
         self.assertIsNone(replicas.status(RaidAnswers(), VOLUME))
+
+    def test_rebuild_is_not_in_sync(self):
+        answer = raid('a', 'b')
+        answer['process'] = {'type': 'rebuild', 'target': 'b',
+                             'progress': {'blocks': 512, 'percent': 25}}
+        self.assertEqual(
+            {'state': 'degraded', 'members': ['a'], 'replicas': 2,
+             'missing': 0, 'rebuilding': {'member': 'b', 'percent': 25}},
+            replicas.status(RaidAnswers(answer), VOLUME))
+
+
+def connector_conf(**overrides):
+    conf = cfg.ConfigOpts()
+    options.register_opts(conf)
+    conf(args=[], default_config_files=[])
+    for name, value in overrides.items():
+        conf.set_override(name, value, group=options.GROUP)
+    return conf[options.GROUP]
+
+
+class TestReplicaSettings(base.TestCase):
+
+    def test_replicas_attach_with_their_own(self):
+        conf = connector_conf(nvme_replica_fast_io_fail_timeout_sec=3,
+                              nvme_replica_reconnect_delay_sec=2)
+        seen = replicas.replica_conf(conf)
+        self.assertEqual((-1, 2, 3), (seen.nvme_ctrlr_loss_timeout_sec,
+                                      seen.nvme_reconnect_delay_sec,
+                                      seen.nvme_fast_io_fail_timeout_sec))
+        # Everything else is the connector's own.
+        self.assertEqual(conf.nvme_key_dir, seen.nvme_key_dir)
+        self.assertEqual(70, conf.nvme_fast_io_fail_timeout_sec)
+
+    def test_checked_at_start_by_name(self):
+        conf_check.check_conf(connector_conf())
+        for overrides, option in (
+                ({'nvme_replica_fast_io_fail_timeout_sec': 1,
+                  'nvme_replica_reconnect_delay_sec': 2},
+                 'nvme_replica_fast_io_fail_timeout_sec'),
+                ({'nvme_replica_ctrlr_loss_timeout_sec': 0},
+                 'nvme_replica_ctrlr_loss_timeout_sec'),
+                ({'nvme_replica_ctrlr_loss_timeout_sec': 5,
+                  'nvme_replica_fast_io_fail_timeout_sec': 10,
+                  'nvme_replica_reconnect_delay_sec': 1},
+                 'nvme_replica_fast_io_fail_timeout_sec')):
+            err = self.assertRaises(errors.InvalidConnectorConfig,
+                                    conf_check.check_conf,
+                                    connector_conf(**overrides))
+            self.assertIn(option, str(err))
+
+
+class CommandAnswers(RaidAnswers):
+    """Plus the NVMe controllers of bdev_nvme_get_controllers."""
+
+    def __init__(self, raids, controllers=()):
+        super().__init__(*raids)
+        self.controllers = [
+            {'name': name, 'ctrlrs': [{'state': state}]}
+            for name, state in controllers]
+        self.calls = []
+
+    def call(self, method, params=None):
+        self.calls.append((method, params))
+        if method == 'bdev_raid_add_base_bdev':
+            return True
+        return super().call(method, params)
+
+    def bdev_nvme_get_controllers(self, name=None):
+        return self.controllers
+
+
+class TestCommand(base.TestCase):
+
+    def run_command(self, client, *argv):
+        out = io.StringIO()
+        code = replicas_cmd.main(list(argv), client=client,
+                                 conf=connector_conf(), out=out)
+        return code, out.getvalue()
+
+    def test_list_exit_codes(self):
+        self.assertEqual((0, ''), self.run_command(CommandAnswers([])))
+        self.assertEqual(
+            (0, '%s online 2/2 in sync\n' % VOLUME),
+            self.run_command(CommandAnswers([raid('a', 'b')]), 'list'))
+        lost = VOLUME + '.0123abcd'
+        code, out = self.run_command(CommandAnswers(
+            [raid('a', None)], [(lost, 'reconnect_is_delayed')]))
+        self.assertEqual((1, '%s degraded 1/2 in sync; 1 missing; %s '
+                          'reconnect_is_delayed\n' % (VOLUME, lost)),
+                         (code, out))
+        self.assertEqual(2, self.run_command(CommandAnswers(
+            [raid('a', 'b'), raid(None, None, state='offline')]))[0])
+
+    def test_repair_adds_connected_members_only(self):
+        back, away = VOLUME + '.0123abcd', VOLUME + '.89abcdef'
+        client = CommandAnswers([raid('a', None, None, total=3)],
+                                [(back, 'enabled'), (away, 'failed')])
+        code, _out = self.run_command(client, 'repair', VOLUME)
+        self.assertEqual(1, code)
+        self.assertEqual(
+            [{'raid_bdev': VOLUME, 'base_bdev': back + 'n1'}],
+            [params for method, params in client.calls
+             if method == 'bdev_raid_add_base_bdev'])
+
+    def test_repair_of_a_volume_not_here(self):
+        self.assertEqual(2, self.run_command(CommandAnswers([]), 'repair',
+                                             VOLUME)[0])

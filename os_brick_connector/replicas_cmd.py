@@ -1,0 +1,188 @@
+"""spdk-vhost-replicas: the replicated volumes attached to this host.
+
+``spdk-vhost-replicas [list]`` prints one line per replicated volume
+attached here (a RAID1 with a superblock on this host's SPDK target, see
+:mod:`os_brick_connector.replicas`): its state, the replicas in sync,
+what is missing and how far a rebuild got. The exit code is for
+monitoring: 0 when every volume is online, 1 when one is degraded, 2
+when one is offline.
+
+``spdk-vhost-replicas repair <volume id>`` brings lost replicas back
+once their storage target is back. Alone it uses what SPDK still has: a
+lost replica's NVMe controller that reconnected (the default
+``nvme_replica_ctrlr_loss_timeout_sec = -1`` keeps retrying). With
+``--properties FILE`` (the volume's connection properties as JSON, the
+``data`` of Nova's connection_info, or all of it) it also attaches again
+a controller SPDK gave up.
+
+It reads the ``[spdk_vhost]`` options from nova.conf (``--config-file``).
+"""
+
+import argparse
+import json
+import sys
+
+from os_brick import exception as brick_exc
+from oslo_config import cfg
+
+from os_brick_connector import nvme_initiator
+from os_brick_connector import options
+from os_brick_connector import replicas
+from spdk_vhost_core import exception as spdk_exc
+from spdk_vhost_core import properties
+from spdk_vhost_core import spdk_rpc
+
+EXIT = {replicas.ONLINE: 0, replicas.DEGRADED: 1, replicas.OFFLINE: 2}
+
+
+def attached(client):
+    """Each replicated volume's RAID1 on this target, by volume id."""
+    return {raid['name']: raid
+            for raid in client.call('bdev_raid_get_bdevs',
+                                    {'category': 'all'})
+            if raid.get('raid_level') == replicas.LEVEL
+            and raid.get('superblock')}
+
+
+def lost_controllers(client, volume_id, state):
+    """The volume's replica controllers whose namespace is out of sync.
+
+    ``[(controller, its NVMe state)]``. A controller SPDK gave up is not
+    there any more: the RAID's empty slots count it. Without the
+    connection properties the namespace is taken to be 1, as Cinder
+    exports every lvol.
+    """
+    prefix = volume_id + '.'
+    in_raid = set(state['members'])
+    if state['rebuilding']:
+        in_raid.add(state['rebuilding']['member'])
+    return [(ctrl['name'], ctrl['ctrlrs'][0].get('state', 'enabled'))
+            for ctrl in client.bdev_nvme_get_controllers()
+            if ctrl['name'].startswith(prefix)
+            and nvme_initiator.namespace_bdev(ctrl['name'], 1)
+            not in in_raid]
+
+
+def describe(client, volume_id, raid):
+    """One volume's state, as the list prints it (and as JSON)."""
+    state = replicas.status(client, volume_id, raid=raid)
+    state['volume_id'] = volume_id
+    state['lost'] = lost_controllers(client, volume_id, state)
+    return state
+
+
+def _line(state):
+    text = '%s %s %d/%d in sync' % (state['volume_id'], state['state'],
+                                    len(state['members']),
+                                    state['replicas'])
+    if state['rebuilding']:
+        text += '; rebuilding %(member)s %(percent)d%%' % state['rebuilding']
+    if state['missing']:
+        text += '; %d missing' % state['missing']
+    for name, nvme_state in state['lost']:
+        text += '; %s %s' % (name, nvme_state)
+    return text
+
+
+def list_volumes(client, out, as_json=False):
+    """Print every replicated volume; the exit code of the worst."""
+    states = [describe(client, name, raid)
+              for name, raid in sorted(attached(client).items())]
+    if as_json:
+        json.dump(states, out, indent=2, sort_keys=True)
+        out.write('\n')
+    else:
+        for state in states:
+            out.write(_line(state) + '\n')
+    return max([EXIT[state['state']] for state in states] or [0])
+
+
+def readd(client, volume_id):
+    """Add back the volume's out-of-sync members whose controller is up."""
+    raid = replicas.find(client, volume_id)
+    if raid is None:
+        return None
+    state = replicas.status(client, volume_id, raid=raid)
+    for name, nvme_state in lost_controllers(client, volume_id, state):
+        if nvme_state == 'enabled':
+            client.call('bdev_raid_add_base_bdev', {
+                'raid_bdev': volume_id,
+                'base_bdev': nvme_initiator.namespace_bdev(name, 1)})
+    return replicas.status(client, volume_id)
+
+
+def _load_properties(path):
+    with open(path) as source:
+        data = json.load(source)
+    return properties.ConnectionProperties(data.get('data', data))
+
+
+def repair(client, conf, volume_id, properties_file=None, out=sys.stdout):
+    """The repair subcommand; the exit code of the volume's new state."""
+    if properties_file:
+        props = _load_properties(properties_file)
+        if props.volume_id != volume_id:
+            out.write('%s holds volume %s\n'
+                      % (properties_file, props.volume_id))
+            return 2
+        state = replicas.repair(client, props, conf)
+    else:
+        state = readd(client, volume_id)
+    if state is None:
+        out.write('%s is not attached here\n' % volume_id)
+        return 2
+    state = describe(client, volume_id, replicas.find(client, volume_id))
+    out.write(_line(state) + '\n')
+    # A rebuild under way is a repair that worked.
+    if state['rebuilding'] and state['state'] == replicas.DEGRADED:
+        return 0
+    return EXIT[state['state']]
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(
+        prog='spdk-vhost-replicas',
+        description='Replicated volumes attached to this compute host.')
+    parser.add_argument('--config-file', action='append', default=[],
+                        help='nova.conf with the [spdk_vhost] options '
+                             '(default: oslo.config\'s search for '
+                             'nova.conf)')
+    sub = parser.add_subparsers(dest='command')
+    listing = sub.add_parser('list', help='every replicated volume; exit '
+                             '1 if one is degraded, 2 if one is offline')
+    listing.add_argument('--json', action='store_true')
+    fix = sub.add_parser('repair', help='bring lost replicas back')
+    fix.add_argument('volume_id')
+    fix.add_argument('--properties', help='JSON connection properties of '
+                     'the volume, to attach a replica SPDK gave up')
+    args = parser.parse_args(argv)
+    args.command = args.command or 'list'
+    return args
+
+
+def load_conf(config_files):
+    conf = cfg.ConfigOpts()
+    options.register_opts(conf)
+    conf(args=[], project='nova', default_config_files=config_files or None)
+    return conf[options.GROUP]
+
+
+def main(argv=None, client=None, conf=None, out=sys.stdout):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        if conf is None:
+            conf = load_conf(args.config_file)
+        if client is None:
+            client = spdk_rpc.SpdkClient.from_conf(conf)
+        if args.command == 'repair':
+            return repair(client, conf, args.volume_id, args.properties,
+                          out=out)
+        return list_volumes(client, out, getattr(args, 'json', False))
+    except (spdk_exc.SpdkVhostError, brick_exc.BrickException, OSError,
+            ValueError, cfg.Error) as err:
+        print('spdk-vhost-replicas: %s' % err, file=sys.stderr)
+        return 3
+
+
+if __name__ == '__main__':
+    sys.exit(main())
