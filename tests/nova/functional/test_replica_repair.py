@@ -1,0 +1,205 @@
+"""Replicated volumes on real SPDK: repair, rebuild and replacement.
+
+The replicas attach with their own reconnect settings
+(``nvme_replica_*``, 1 s fast-fail) while the single-copy ``nvme_*``
+ones keep their defaults (70 s): a guest writing through the mirror
+still sees no I/O error when a storage target is SIGKILLed. What it
+wrote while degraded must then be readable from the replica that was
+lost: brought back (``spdk-vhost-replicas repair``) and rebuilt, or
+replaced by a fresh lvol on a third storage target, and then the *other*
+original storage target is killed, so that every read comes from it.
+"""
+
+import hashlib
+import io
+import json
+import time
+
+import fixtures
+
+from os_brick_connector import replicas
+from os_brick_connector import replicas_cmd
+from spdk_vhost_core import reconnect
+from spdk_vhost_core import saved_config
+from testbed.guest import qemu
+from testbed import spdk_target
+from tests.nova.functional import targets
+from tests.nova.functional import test_replicas as base
+
+GROUP = base.GROUP
+VOLUME = base.VOLUME
+KIB = base.KIB
+#: Written while a replica is lost: only a rebuild puts it there.
+DEGRADED = (2048 * KIB, 1024 * KIB)
+
+
+def sha(token, length):
+    return hashlib.sha256(qemu.pattern_bytes(token, length)).hexdigest()
+
+
+class RepairCase(base.StorageRestartCase):
+    """Replica settings of their own; storage-b can come back."""
+
+    auto_examine = False
+
+    def setUp(self):
+        super().setUp()
+        # Single-copy volumes keep riding out upgrades: only the
+        # replicas' own settings make the failover fast.
+        self.assertEqual(
+            {reconnect.LOSS: reconnect.DEFAULT_LOSS,
+             reconnect.DELAY: reconnect.DEFAULT_DELAY,
+             reconnect.FAST_FAIL: reconnect.DEFAULT_FAST_FAIL},
+            reconnect.from_conf(self.conf))
+
+    def command(self, *argv):
+        out = io.StringIO()
+        code = replicas_cmd.main(list(argv), client=self.client,
+                                 conf=self.conf, out=out)
+        return code, out.getvalue()
+
+    def guest_on(self, props):
+        info = self.connect(props)
+        guest = self.useFixture(qemu.GuestFixture(
+            [qemu.VhostUserDisk(info['path'], 1)])).guest
+        guest.execute(qemu.write_pattern('vda', base.KEPT[0], base.KEPT[1],
+                                         'kept'))
+        return info, guest
+
+    def lose_second(self, guest):
+        """Kill storage-b under the writer; write more while degraded."""
+        guest.execute(qemu.writer_start('vda', base.WRITER[0],
+                                        base.WRITER[1], 'mirror',
+                                        blocks=base.BLOCKS))
+        before = self.wait_writes(guest, 5)
+        self.second_target.kill()
+        self.wait_writes(guest, before + base.BLOCKS + 10)
+        stopped = guest.execute(qemu.writer_stop())
+        self.assertEqual('0', stopped['writer.failures'])
+        print('replica loss (nvme_replica_fast_io_fail_timeout_sec=%d): '
+              'longest guest write stall %s ms, %s writes'
+              % (self.conf.nvme_replica_fast_io_fail_timeout_sec,
+                 stopped['writer.max_gap_ms'], stopped['writer.writes']))
+        guest.execute(qemu.write_pattern('vda', DEGRADED[0], DEGRADED[1],
+                                         'degraded'))
+        code, out = self.command('list')
+        self.assertEqual(1, code, out)
+        self.assertIn('%s degraded 1/2 in sync' % VOLUME, out)
+
+    def wait_online(self, timeout=120):
+        """Until the rebuild ends; prints how long it took."""
+        start = time.monotonic()
+        while time.monotonic() - start < timeout:
+            state = replicas.status(self.client, VOLUME)
+            if state['state'] == replicas.ONLINE:
+                print('rebuild of %d MiB: %.2f s (polled every 0.1 s)'
+                      % (self.volume_mib(), time.monotonic() - start))
+                return state
+            time.sleep(0.1)
+        self.fail('not rebuilt: %s' % state)
+
+    def volume_mib(self):
+        raid = self.client.bdev_get_bdevs(name=VOLUME)[0]
+        return raid['num_blocks'] * raid['block_size'] // (1024 * KIB)
+
+    def kill_first_and_read(self, guest, survivor):
+        """The other original replica dies: all reads from ``survivor``."""
+        self.storage_target.kill()
+        block = qemu.pattern_bytes('mirror', base.BLOCK)
+        self.assertEqual(hashlib.sha256(block * base.BLOCKS).hexdigest(),
+                         self.read_sha(guest, base.WRITER[0],
+                                       base.BLOCK * base.BLOCKS))
+        self.assertEqual(sha('kept', base.KEPT[1]),
+                         self.read_sha(guest, *base.KEPT))
+        self.assertEqual(sha('degraded', DEGRADED[1]),
+                         self.read_sha(guest, *DEGRADED))
+        state = replicas.status(self.client, VOLUME)
+        self.assertEqual(('degraded', [survivor + 'n1']),
+                         (state['state'], state['members']))
+
+
+class TestRepair(RepairCase):
+
+    def test_returning_target_rebuilt_then_other_lost(self):
+        props = self.replicated()
+        saved_config.ConfigSaver(self.second, self.second_saved).save()
+        info, guest = self.guest_on(props)
+        self.lose_second(guest)
+        second = replicas.member_controller(VOLUME, 'storage-b')
+        self.second.close()
+        self.second_target.start()
+        # nvme_replica_ctrlr_loss_timeout_sec=-1: the controller stayed
+        # and reconnects; its namespace is out of the RAID until repaired.
+        spdk_target.wait_nvme_enabled(self.client, second)
+        self.assertEqual('degraded',
+                         replicas.status(self.client, VOLUME)['state'])
+        code, out = self.command('repair', VOLUME)
+        self.assertEqual(0, code, out)
+        self.wait_online()
+        self.assertEqual((0, '%s online 2/2 in sync\n' % VOLUME),
+                         self.command('list'))
+        # Idempotent: nothing more to do, nothing added.
+        self.assertEqual(0, self.command('repair', VOLUME)[0])
+        self.assertEqual(2, len(self.nvme_names()))
+
+        self.kill_first_and_read(guest, second)
+        guest.stop()
+        self.connector.disconnect_volume(props, info)
+        self.assert_nothing_left()
+
+    def test_controller_given_up_attached_again(self):
+        """A short replica loss timeout: repair needs the properties."""
+        self.cfg.config(group=GROUP, nvme_replica_ctrlr_loss_timeout_sec=2)
+        props = self.replicated()
+        saved_config.ConfigSaver(self.second, self.second_saved).save()
+        info = self.connect(props)
+        self.second_target.kill()
+        second = replicas.member_controller(VOLUME, 'storage-b')
+        for _attempt in range(60):
+            if second not in self.nvme_names():
+                break
+            time.sleep(0.5)
+        self.assertNotIn(second, self.nvme_names())
+        # No I/O since the loss: SPDK still counts the member until the
+        # controller goes, then the slot is empty.
+        self.assertEqual('degraded',
+                         replicas.status(self.client, VOLUME)['state'])
+        self.second.close()
+        self.second_target.start()
+        path = self.useFixture(fixtures.TempDir()).join('props.json')
+        with open(path, 'w') as sink:
+            json.dump({'data': props}, sink)
+        code, out = self.command('repair', VOLUME, '--properties', path)
+        self.assertEqual(0, code, out)
+        self.wait_online()
+        self.assertEqual(2, len(self.nvme_names()))
+        self.connector.disconnect_volume(props, info)
+        self.assert_nothing_left()
+
+
+class TestReplace(RepairCase):
+
+    def test_third_target_replaces_lost_then_other_lost(self):
+        props = self.replicated()
+        info, guest = self.guest_on(props)
+        self.lose_second(guest)
+        third = targets.client_of(self, targets.storage(self, 'storage-c'))
+        export = self.export(VOLUME, storage=third)
+        member = {key: export[key] for key in
+                  ('transport', 'nqn', 'traddr', 'trsvcid', 'adrfam',
+                   'ns_id', 'host_nqn')}
+        member['target_id'] = 'storage-c'
+        new_props = replicas.replace(self.client, props, 'storage-b',
+                                     member, self.conf)
+        self.assertEqual(['storage-a', 'storage-c'],
+                         [r['target_id'] for r in new_props['replicas']])
+        self.wait_online()
+        new = replicas.member_controller(VOLUME, 'storage-c')
+        self.assertEqual(
+            sorted([replicas.member_controller(VOLUME, 'storage-a'), new]),
+            sorted(self.nvme_names()))
+
+        self.kill_first_and_read(guest, new)
+        guest.stop()
+        self.connector.disconnect_volume(new_props, info)
+        self.assert_nothing_left()
