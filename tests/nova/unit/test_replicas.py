@@ -14,6 +14,7 @@ from os_brick_connector import connector_errors as errors
 from os_brick_connector import options
 from os_brick_connector import replicas
 from os_brick_connector import replicas_cmd
+from spdk_vhost_core import exception as spdk_exc
 from tests import base
 
 VOLUME = '6a1c7b8e-0d2f-4c3e-9a51-0a2b3c4d5e6f'
@@ -176,3 +177,56 @@ class TestCommand(base.TestCase):
     def test_repair_of_a_volume_not_here(self):
         self.assertEqual(2, self.run_command(CommandAnswers([]), 'repair',
                                              VOLUME)[0])
+
+
+def export(target, port):
+    return {'target_id': target, 'transport': 'tcp',
+            'nqn': 'nqn.2016-06.io.spdk:%s' % VOLUME,
+            'traddr': '192.0.2.%d' % port, 'trsvcid': '4420',
+            'adrfam': 'ipv4', 'ns_id': 1}
+
+
+def replicated():
+    return {'volume_id': VOLUME, 'transport': 'replicated',
+            'replicas': [export('storage-a', 1), export('storage-b', 2)],
+            'access_mode': 'rw'}
+
+
+def member(target):
+    return replicas.member_controller(VOLUME, target) + 'n1'
+
+
+class TestReplaceRefused(base.TestCase):
+    """Refusals come before anything changes on the target."""
+
+    def replace(self, client, old, new):
+        return replicas.replace(client, replicated(), old, new,
+                                connector_conf())
+
+    def test_unknown_old_target(self):
+        client = CommandAnswers([])
+        self.assertRaises(errors.InvalidConnectionProperties, self.replace,
+                          client, 'storage-x', export('storage-c', 3))
+        self.assertEqual([], client.calls)
+
+    def test_new_replica_beside_a_kept_one(self):
+        client = CommandAnswers([])
+        self.assertRaises(spdk_exc.InvalidProperties, self.replace,
+                          client, 'storage-b', export('storage-a', 3))
+        self.assertEqual([], client.calls)
+
+    def test_last_in_sync_not_removed(self):
+        answer = raid(member('storage-a'), member('storage-b'))
+        answer['process'] = {'type': 'rebuild',
+                             'target': member('storage-a'),
+                             'progress': {'blocks': 1, 'percent': 1}}
+        client = CommandAnswers([answer])
+        self.assertRaises(errors.TargetError, self.replace, client,
+                          'storage-b', export('storage-c', 3))
+        self.assertEqual(['bdev_raid_get_bdevs'],
+                         [method for method, _params in client.calls])
+
+    def test_not_attached_here(self):
+        client = CommandAnswers([])
+        self.assertRaises(errors.TargetError, self.replace, client,
+                          'storage-b', export('storage-c', 3))
