@@ -10,7 +10,6 @@ the call. Lvols another process changes are seen at the next full
 count, at most every :data:`RESYNC_EVERY` stats calls.
 """
 
-import functools
 
 from oslo_log import log
 
@@ -97,17 +96,7 @@ class Tally(object):
         no change can be forgotten. A failed call may have changed its
         lvol half-way: it is noted too.
         """
-        call = self.client.call
-
-        @functools.wraps(call)
-        def watched(method, params=None):
-            result = None
-            try:
-                result = call(method, params)
-                return result
-            finally:
-                self.note(method, params or {}, result)
-        self.client.call = watched
+        self.client.observe(self.note)
         return self
 
     def note(self, method, params, result):

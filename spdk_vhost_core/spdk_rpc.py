@@ -151,6 +151,7 @@ class SpdkClient(spdk_rpc_bdev.FrameworkMethods,
         self._retry_interval = retry_interval
         self._lock = threading.Lock()
         self._conn = None
+        self._observers = []
 
     @classmethod
     def from_conf(cls, conf):
@@ -184,6 +185,15 @@ class SpdkClient(spdk_rpc_bdev.FrameworkMethods,
         with self._lock:
             self._drop()
 
+    def observe(self, observer):
+        """Have ``observer(method, params, result)`` see every call.
+
+        It runs after each call, failed ones too (``result`` None: a
+        failed call may still have changed something), for a cache that
+        must follow every change made through this client.
+        """
+        self._observers.append(observer)
+
     def call(self, method, params=None):
         """Run one RPC and return its ``result``.
 
@@ -191,10 +201,11 @@ class SpdkClient(spdk_rpc_bdev.FrameworkMethods,
         anything from the spdk package or the socket layer.
         """
         start = time.monotonic()
-        outcome = 'ok'
+        outcome, result = 'ok', None
         try:
             with self._lock:
-                return self._exchange(method, params)
+                result = self._exchange(method, params)
+            return result
         except exc.SpdkRpcError as err:
             outcome = '%s(%s)' % (type(err).__name__, err.code)
             raise
@@ -204,6 +215,8 @@ class SpdkClient(spdk_rpc_bdev.FrameworkMethods,
                       {'method': method, 'params': exc.mask_params(params),
                        'target': self.target, 'outcome': outcome,
                        'secs': time.monotonic() - start})
+            for observer in self._observers:
+                observer(method, params or {}, result)
 
     # Everything below runs with self._lock held.
 

@@ -94,5 +94,8 @@ class AbsentTarget(object):
         self.calls.append(method)
         raise spdk_exc.TargetUnreachable(method, params, message='fuzz')
 
+    def observe(self, observer):
+        """Nothing is ever answered, so there is nothing to see."""
+
     def __getattr__(self, name):
         return lambda *args, **kwargs: self.call(name, kwargs)

@@ -368,6 +368,17 @@ class HelperTest(ClientTestCase):
             self.assertEqual((name, params), self.sent()[-1], name)
         self.assertEqual(len(self.CASES), len(self.server.requests))
 
+    def test_observers_see_every_call_failed_ones_too(self):
+        seen = []
+        self.client.observe(lambda *call: seen.append(call))
+        self.server.then(answer('lvol-uuid'), error(-17, 'File exists'))
+        self.client.call('bdev_lvol_create', {'lvol_name': 'a'})
+        self.assertRaises(exc.AlreadyExists, self.client.call,
+                          'bdev_lvol_create', {'lvol_name': 'a'})
+        self.assertEqual(
+            [('bdev_lvol_create', {'lvol_name': 'a'}, 'lvol-uuid'),
+             ('bdev_lvol_create', {'lvol_name': 'a'}, None)], seen)
+
     def test_bdev_get_bdevs_empty_answer_is_not_found(self):
         self.server.then(answer([]))
         self.assertRaises(exc.NotFound, self.client.bdev_get_bdevs, 'x')

@@ -95,6 +95,7 @@ class FakeSpdk(spdk_rpc_bdev.FrameworkMethods,
                 'uuid': self._uuid(), 'name': name, 'base_bdev': 'Malloc0',
                 'cluster_size': MIB, 'block_size': BLOCK,
                 'total_data_clusters': clusters}
+        self._observers = []
         self.lvols = {}
         self.aio = {}
         self.subsystems = {}
@@ -149,8 +150,20 @@ class FakeSpdk(spdk_rpc_bdev.FrameworkMethods,
 
     # -- dispatch ----------------------------------------------------------
 
+    def observe(self, observer):
+        """As the real client's: ``observer`` sees every call."""
+        self._observers.append(observer)
+
     def call(self, method, params=None):
-        params = dict(params or {})
+        result = None
+        try:
+            result = self._dispatch(method, dict(params or {}))
+            return result
+        finally:
+            for observer in self._observers:
+                observer(method, dict(params or {}), result)
+
+    def _dispatch(self, method, params):
         self.calls.append((method, params))
         for fault in self._faults:
             if fault[0] == method:

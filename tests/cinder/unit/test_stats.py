@@ -73,8 +73,8 @@ class TallyTest(dbase.DriverTestCase):
 
     def test_another_process_is_seen_at_the_next_full_count(self):
         self.pool_stats()
-        # Another process: not through the driver's (watched) client.
-        type(self.fake).call(self.fake, 'bdev_lvol_create', {
+        # Another process: not through the driver's (observed) client.
+        self.fake._dispatch('bdev_lvol_create', {
             'lvol_name': 'foreign', 'size_in_mib': 4096,
             'lvs_name': dbase.LVS, 'thin_provision': True})
         rounds = [self.provisioned() for _ in range(tally.RESYNC_EVERY)]
