@@ -16,6 +16,7 @@ import json
 import time
 
 import fixtures
+from testtools import content
 
 from os_brick_connector import replicas
 from os_brick_connector import replicas_cmd
@@ -33,6 +34,10 @@ KIB = base.KIB
 DEGRADED = (2048 * KIB, 1024 * KIB)
 
 
+def member(volume_id, target):
+    return replicas.member_controller(volume_id, target) + 'n1'
+
+
 def sha(token, length):
     return hashlib.sha256(qemu.pattern_bytes(token, length)).hexdigest()
 
@@ -44,6 +49,7 @@ class RepairCase(base.StorageRestartCase):
 
     def setUp(self):
         super().setUp()
+        self.addOnException(self.attach_logs)
         # Single-copy volumes keep riding out upgrades: only the
         # replicas' own settings make the failover fast.
         self.assertEqual(
@@ -51,6 +57,13 @@ class RepairCase(base.StorageRestartCase):
              reconnect.DELAY: reconnect.DEFAULT_DELAY,
              reconnect.FAST_FAIL: reconnect.DEFAULT_FAST_FAIL},
             reconnect.from_conf(self.conf))
+
+    def attach_logs(self, _exc_info):
+        """What SPDK said: a hang or a lost member is told there."""
+        for name, target in (('compute', self.target),
+                             ('storage-b', self.second_target)):
+            self.addDetail('%s-log' % name,
+                           content.text_content(target.log()))
 
     def command(self, *argv):
         out = io.StringIO()
@@ -179,18 +192,38 @@ class TestRepair(RepairCase):
 
 class TestReplace(RepairCase):
 
-    def test_third_target_replaces_lost_then_other_lost(self):
-        props = self.replicated()
-        info, guest = self.guest_on(props)
-        self.lose_second(guest)
+    def third_member(self):
+        """A fresh lvol of the volume, exported by a third target."""
         third = targets.client_of(self, targets.storage(self, 'storage-c'))
         export = self.export(VOLUME, storage=third)
         member = {key: export[key] for key in
                   ('transport', 'nqn', 'traddr', 'trsvcid', 'adrfam',
                    'ns_id', 'host_nqn')}
         member['target_id'] = 'storage-c'
+        return member
+
+    def test_healthy_replica_moved(self):
+        """The old replica still in sync leaves the RAID first."""
+        props = self.replicated()
+        info = self.connect(props)
         new_props = replicas.replace(self.client, props, 'storage-b',
-                                     member, self.conf)
+                                     self.third_member(), self.conf)
+        self.wait_online()
+        self.assertEqual(
+            sorted(member(VOLUME, target)
+                   for target in ('storage-a', 'storage-c')),
+            sorted(replicas.status(self.client, VOLUME)['members']))
+        self.assertNotIn(replicas.member_controller(VOLUME, 'storage-b'),
+                         self.nvme_names())
+        self.connector.disconnect_volume(new_props, info)
+        self.assert_nothing_left()
+
+    def test_third_target_replaces_lost_then_other_lost(self):
+        props = self.replicated()
+        info, guest = self.guest_on(props)
+        self.lose_second(guest)
+        new_props = replicas.replace(self.client, props, 'storage-b',
+                                     self.third_member(), self.conf)
         self.assertEqual(['storage-a', 'storage-c'],
                          [r['target_id'] for r in new_props['replicas']])
         self.wait_online()
