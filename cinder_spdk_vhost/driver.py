@@ -32,7 +32,6 @@ from cinder_spdk_vhost import migration
 from cinder_spdk_vhost import operation
 from cinder_spdk_vhost import options
 from cinder_spdk_vhost import pools
-from cinder_spdk_vhost import stats
 from cinder_spdk_vhost import target_rpcs
 from cinder_spdk_vhost import validation
 from spdk_vhost_core import exception as rpc_exc
@@ -385,11 +384,9 @@ class SpdkVhostDriver(driver.VolumeDriver):
     # -- stats -----------------------------------------------------------
 
     def _update_volume_stats(self):
+        """One pool per lvol store, flat in the number of volumes."""
         with errors.translated('volume stats'):
-            bdevs = self.client.bdev_get_bdevs()
-            pool_stats = [stats.pool_stats(self.client, self.configuration,
-                                           self.target_id, lvs, bdevs)
-                          for lvs in self.pools.lvstores]
+            pool_stats = self.pools.stats(self.target_id)
         self._stats = {
             'volume_backend_name': (
                 self.configuration.safe_get('volume_backend_name') or

@@ -506,8 +506,13 @@ class StatsTest(dbase.DriverTestCase):
                          pool['location_info'])
 
     def test_snapshots_count_the_clusters_they_hold(self):
-        volume, snap, clones = self.snapshot_with_clones()
-        self.fake.lvol(self.alias(snap))['allocated'] = 300
+        volume = self.volume()
+        # Written before the snapshot: its clusters go to the snapshot.
+        self.fake.lvol(self.alias(volume))['allocated'] = 300
+        snap = self.snapshot(volume)
+        clones = [self.make_volume(), self.make_volume()]
+        for clone in clones:
+            self.driver.create_volume_from_snapshot(clone, snap)
         self.driver.delete_snapshot(snap)
         # Three 1 GiB volumes, and 300 MiB only the hidden snapshot holds.
         self.assertEqual(3.29, self._provisioned())
