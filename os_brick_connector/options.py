@@ -149,7 +149,7 @@ connector_opts = [
                     'storage target dies: after this long its replica\'s '
                     'I/O fails, the RAID1 fails that replica and goes on, '
                     'degraded, with the others (1 s: longest guest write '
-                    'stall 1.2 to 2.9 s measured). The price of a short '
+                    'stall 1.1 to 2.9 s measured). The price of a short '
                     'one: a storage target that is only restarting (an '
                     'upgrade) is failed out of every mirror it serves, '
                     'which then runs degraded until repaired and rebuilt. '
