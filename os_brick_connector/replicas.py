@@ -323,12 +323,28 @@ def repair(client, props, conf):
             LOG.info('Examine re-added replica %(bdev)s to volume '
                      '%(volume)s from its superblock',
                      {'bdev': bdev, 'volume': props.volume_id})
-        elif _enabled(client, data['volume_id']):
-            client.call('bdev_raid_add_base_bdev',
-                        {'raid_bdev': name, 'base_bdev': bdev})
-            LOG.info('Added replica %(bdev)s back to volume %(volume)s',
-                     {'bdev': bdev, 'volume': props.volume_id})
+        else:
+            add_back(client, name, data['volume_id'], bdev)
     return status(client, name)
+
+
+def add_back(client, raid_name, controller, bdev):
+    """Add member ``bdev`` back if its NVMe controller is connected.
+
+    A member failed out of the RAID stays a bdev while its controller
+    retries; once connected, ``bdev_raid_add_base_bdev`` rebuilds it.
+    Returns whether it was added.
+    """
+    if not _enabled(client, controller):
+        LOG.warning('Replica %(bdev)s of volume %(volume)s: its NVMe '
+                    'controller is not connected again yet',
+                    {'bdev': bdev, 'volume': raid_name})
+        return False
+    client.call('bdev_raid_add_base_bdev',
+                {'raid_bdev': raid_name, 'base_bdev': bdev})
+    LOG.info('Added replica %(bdev)s back to volume %(volume)s, '
+             'rebuilding', {'bdev': bdev, 'volume': raid_name})
+    return True
 
 
 def replace(client, props, old_target_id, new_export, conf):

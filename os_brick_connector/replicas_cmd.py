@@ -103,11 +103,9 @@ def readd(client, volume_id):
     if raid is None:
         return None
     state = replicas.status(client, volume_id, raid=raid)
-    for name, nvme_state in lost_controllers(client, volume_id, state):
-        if nvme_state == 'enabled':
-            client.call('bdev_raid_add_base_bdev', {
-                'raid_bdev': volume_id,
-                'base_bdev': nvme_initiator.namespace_bdev(name, 1)})
+    for name, _nvme_state in lost_controllers(client, volume_id, state):
+        replicas.add_back(client, volume_id, name,
+                          nvme_initiator.namespace_bdev(name, 1))
     return replicas.status(client, volume_id)
 
 

@@ -71,6 +71,13 @@ class RepairCase(base.StorageRestartCase):
                                  conf=self.conf, out=out)
         return code, out.getvalue()
 
+    def props_file(self, props):
+        """The connection_info an operator hands to the command."""
+        path = self.useFixture(fixtures.TempDir()).join('props.json')
+        with open(path, 'w') as sink:
+            json.dump({'data': props}, sink)
+        return path
+
     def guest_on(self, props):
         info = self.connect(props)
         guest = self.useFixture(qemu.GuestFixture(
@@ -139,6 +146,10 @@ class TestRepair(RepairCase):
         info, guest = self.guest_on(props)
         self.lose_second(guest)
         second = replicas.member_controller(VOLUME, 'storage-b')
+        # Its storage target still away: nothing to do, still degraded.
+        code, out = self.command('repair', VOLUME, '--properties',
+                                 self.props_file(props))
+        self.assertEqual((1, 'degraded'), (code, out.split()[1]), out)
         self.second.close()
         self.second_target.start()
         # nvme_replica_ctrlr_loss_timeout_sec=-1: the controller stayed
@@ -179,10 +190,8 @@ class TestRepair(RepairCase):
                          replicas.status(self.client, VOLUME)['state'])
         self.second.close()
         self.second_target.start()
-        path = self.useFixture(fixtures.TempDir()).join('props.json')
-        with open(path, 'w') as sink:
-            json.dump({'data': props}, sink)
-        code, out = self.command('repair', VOLUME, '--properties', path)
+        code, out = self.command('repair', VOLUME, '--properties',
+                                 self.props_file(props))
         self.assertEqual(0, code, out)
         self.wait_online()
         self.assertEqual(2, len(self.nvme_names()))

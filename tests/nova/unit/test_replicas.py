@@ -138,7 +138,11 @@ class CommandAnswers(RaidAnswers):
         return super().call(method, params)
 
     def bdev_nvme_get_controllers(self, name=None):
-        return self.controllers
+        found = [ctrl for ctrl in self.controllers
+                 if name in (None, ctrl['name'])]
+        if name and not found:
+            raise spdk_exc.NotFound('no controller %s' % name)
+        return found
 
 
 class TestCommand(base.TestCase):
