@@ -102,11 +102,8 @@ class NvmfExport(object):
             found.append(self._claimant(lvol))
         if self.has_vhost and volume_id is not None:
             name = properties.controller_name(volume_id)
-            try:
-                self.client.vhost_get_controllers(name=name)
+            if self.client.vhost_controller(name) is not None:
                 found.append('vhost controller %s' % name)
-            except rpc_exc.NotFound:
-                pass
         return found
 
     def _claimant(self, lvol):

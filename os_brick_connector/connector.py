@@ -124,12 +124,6 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
 
     # -- lookups -----------------------------------------------------------
 
-    def _controller(self, name):
-        try:
-            return self.client.vhost_get_controllers(name=name)[0]
-        except spdk_exc.NotFound:
-            return None
-
     def _device_info(self, ctrl, topology):
         cores = numa.cpumask_cores(ctrl['cpumask'])
         nodes = {topology.node_of(core) for core in cores}
@@ -160,12 +154,13 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         except spdk_exc.AlreadyExists:
             LOG.info('vhost-blk controller %s appeared meanwhile; reusing',
                      name)
-            return self._entries(self._controller(name), bdev, props)
-        if self._coalescing():
-            self.client.vhost_controller_set_coalescing(
-                name, *self._coalescing())
+            return self._entries(self.client.vhost_controller(name), bdev,
+                                 props)
+        coalescing = self._coalescing()
+        if coalescing:
+            self.client.vhost_controller_set_coalescing(name, *coalescing)
         return controller_saver.controller_entries(
-            name, bdev, core, props.read_only, self._coalescing())
+            name, bdev, core, props.read_only, coalescing)
 
     def _coalescing(self):
         if self.conf.vhost_coalescing_delay_base_us:
@@ -237,7 +232,8 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         entries are written into the saved file as the calls made them.
         """
         topology = numa.Topology.read(self.client)
-        ctrl = self._controller(name) if name in topology.threads else None
+        ctrl = (self.client.vhost_controller(name)
+                if name in topology.threads else None)
         bdev = self.backing.served(ctrl, props) if ctrl is not None else None
         entry = None
         if bdev is None:
@@ -287,7 +283,7 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         attempts = self.conf.disconnect_retries + 1
         for attempt in range(1, attempts + 1):
             if ctrl is False or attempt > 1:
-                ctrl = self._controller(name)
+                ctrl = self.client.vhost_controller(name)
             if self._try_delete(name, ctrl):
                 return True
             LOG.debug('vhost-blk controller %(name)s still in use '
@@ -339,7 +335,7 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         gone, used, removed = False, None, None
         with chainer.context(force, 'Deleting vhost-blk controller %s '
                              'failed', name):
-            ctrl = self._controller(name)
+            ctrl = self.client.vhost_controller(name)
             used = backing.controller_bdev(ctrl) if ctrl is not None else None
             gone = self._delete_controller(name, force, ctrl)
         if gone:
@@ -359,7 +355,7 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
         (an lvol resized by Cinder, or an NVMe namespace change notice),
         so there is nothing to rescan: only the size to report.
         """
-        ctrl = self._controller(properties.ConnectionProperties(
+        ctrl = self.client.vhost_controller(properties.ConnectionProperties(
             connection_properties, strict=False).controller)
         bdev = backing.controller_bdev(ctrl) if ctrl is not None else None
         if not bdev:
@@ -369,7 +365,7 @@ class SpdkVhostConnector(base.BaseLinuxConnector):
 
     @target_errors
     def get_volume_paths(self, connection_properties):
-        ctrl = self._controller(properties.ConnectionProperties(
+        ctrl = self.client.vhost_controller(properties.ConnectionProperties(
             connection_properties, strict=False).controller)
         return [ctrl['socket']] if ctrl is not None else []
 

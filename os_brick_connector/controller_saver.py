@@ -91,13 +91,6 @@ class ControllerSaver(object):
             raise errors.TargetConfigNotSaved(path=err.path,
                                               reason=err.reason) from err
 
-    def live(self, name):
-        """Controller ``name`` as the target lists it, or None."""
-        try:
-            return self.client.vhost_get_controllers(name=name)[0]
-        except spdk_exc.NotFound:
-            return None
-
     def save_with(self, name, entries, bdev_entry=None):
         """Save the new controller; return it as the target has it.
 
@@ -106,7 +99,7 @@ class ControllerSaver(object):
         """
         if self.saver.enabled:
             self._save(name, entries, bdev_entry, added=True)
-        ctrl = self.live(name)
+        ctrl = self.client.vhost_controller(name)
         if ctrl is None:
             raise errors.TargetRestarted(ctrlr=name, state='without it')
         return ctrl
@@ -123,7 +116,7 @@ class ControllerSaver(object):
             if not gone or not self.saver.enabled:
                 return
             self._save(name, (), removed, added=False)
-            if self.live(name) is None:
+            if self.client.vhost_controller(name) is None:
                 return
             LOG.warning('vhost-blk controller %s came back with a target '
                         'restart; deleting it again', name)

@@ -5,6 +5,7 @@ Mixins of :class:`spdk_vhost_core.spdk_rpc.SpdkClient`, which provides
 left at None are not sent.
 """
 
+from spdk_vhost_core import exception
 from spdk_vhost_core.spdk_rpc_bdev import rpc_params
 
 
@@ -32,6 +33,13 @@ class VhostMethods(object):
 
     def vhost_get_controllers(self, name=None):
         return self.call('vhost_get_controllers', rpc_params(name=name))
+
+    def vhost_controller(self, name):
+        """Controller ``name`` as listed by the target, or None."""
+        try:
+            return self.vhost_get_controllers(name=name)[0]
+        except exception.NotFound:
+            return None
 
     def vhost_delete_controller(self, ctrlr):
         return self.call('vhost_delete_controller', rpc_params(ctrlr=ctrlr))

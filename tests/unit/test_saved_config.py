@@ -15,6 +15,7 @@ from os_brick_connector import controller_saver
 from spdk_vhost_core import exception as spdk_exc
 from spdk_vhost_core import options
 from spdk_vhost_core import saved_config
+from spdk_vhost_core import spdk_rpc_export
 from spdk_vhost_core import volume_bdev
 from tests import base
 
@@ -33,7 +34,7 @@ def document(bdev_config):
         {'subsystem': 'vhost_blk', 'config': [VHOST]}]}
 
 
-class FakeClient(object):
+class FakeClient(spdk_rpc_export.VhostMethods):
     """Answers save_config with a given document, or fails."""
 
     target = 'unix:/fake'

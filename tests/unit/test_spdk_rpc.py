@@ -379,6 +379,16 @@ class HelperTest(ClientTestCase):
             [('bdev_lvol_create', {'lvol_name': 'a'}, 'lvol-uuid'),
              ('bdev_lvol_create', {'lvol_name': 'a'}, None)], seen)
 
+    def test_vhost_controller_by_name_or_none(self):
+        self.server.then(answer([{'ctrlr': 'vhost-a'}]),
+                         error(-32602, 'No such device'))
+        self.assertEqual({'ctrlr': 'vhost-a'},
+                         self.client.vhost_controller('vhost-a'))
+        self.assertIsNone(self.client.vhost_controller('vhost-b'))
+        self.assertEqual([('vhost_get_controllers', {'name': 'vhost-a'}),
+                          ('vhost_get_controllers', {'name': 'vhost-b'})],
+                         self.sent())
+
     def test_bdev_get_bdevs_empty_answer_is_not_found(self):
         self.server.then(answer([]))
         self.assertRaises(exc.NotFound, self.client.bdev_get_bdevs, 'x')
