@@ -111,6 +111,8 @@ if [[ -n $pid ]]; then
     cat "$background_stream" >>"$stream"
 fi
 
+# What failed and why, where the last lines of a long log show it.
+"$bin/python" tools/failures.py <"$stream"
 stats=$("$bin/subunit-stats" <"$stream" 2>/dev/null)
 count() { awk -v k="$1" -F': *' '$1 == k {print $2}' <<<"$stats"; }
 total=$(count "Total tests")

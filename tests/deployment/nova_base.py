@@ -61,6 +61,7 @@ def shared_cloud(dep):
             _cloud['error'] = err
             raise
         _cloud['cloud'] = found
+        print('CLOUD started in %.1f s' % found.startup_seconds)
     return _cloud['cloud']
 
 
