@@ -2,7 +2,9 @@
 
 A compute host that shares the backend's SPDK target gets the lvol
 itself (``transport: local``); any other gets a per-volume NVMe-oF
-subsystem admitting its host NQN alone. The dictionary's keys are the
+subsystem admitting its host NQN alone, and a replicated volume one
+such export of each of its copies (see :mod:`replication`), whichever
+the host. The dictionary's keys are the
 wire format, documented once in
 ``spdk_vhost_core.properties.ConnectionProperties``. cinder-backup's
 connector gets a staged raw file instead (see :mod:`backup`).
@@ -23,10 +25,11 @@ LOG = log.getLogger(__name__)
 class Connections(pools.Part):
     """The driver's initialize_connection and terminate_connection."""
 
-    def __init__(self, pools, backups, target_id):
+    def __init__(self, pools, backups, replicas):
         super().__init__(pools)
         self.backups = backups
-        self.target_id = target_id
+        self.replicas = replicas
+        self.target_id = replicas.target_id
 
     def _is_local(self, connector):
         return isinstance(connector, dict) and (
@@ -50,10 +53,12 @@ class Connections(pools.Part):
         """
         kind = backup.staged_kind(volume, connector)
         if kind:
+            self.replicas.refuse(volume, 'A backup or restore')
             return self.backups.stage_volume(volume, kind)
-        validation.check_connector(connector,
-                                   need_nqn=not self._is_local(connector),
-                                   need_target_id=True)
+        replicated = self.replicas.copies(volume) > 1
+        validation.check_connector(
+            connector, need_nqn=replicated or not self._is_local(connector),
+            need_target_id=True)
         access = 'ro' if self._read_only(volume) else 'rw'
         with operation.running('attach volume %s' % volume.id,
                                locks.vlock(volume.id)) as rb:
@@ -61,18 +66,25 @@ class Connections(pools.Part):
             data = {'volume_id': volume.id, 'bdev': lvol.alias,
                     'lvol_uuid': lvol.uuid, 'access_mode': access,
                     'block_size': lvol.block_size}
-            if self._is_local(connector):
+            if replicated:
+                data.update(self.replicas.export(
+                    volume, lvol, connector, rb,
+                    rekey=not self._attached(volume, connector)))
+            elif self._is_local(connector):
                 data['transport'] = 'local'
             else:
-                host_nqn = export.require_host_nqn(connector)
-                attached = export.host_attachments(volume, host_nqn,
-                                                   export.ATTACHED)
-                data.update(self.exporter.export(volume.name, lvol,
-                                                 host_nqn, rb,
-                                                 rekey=not attached,
-                                                 connector=connector))
+                data.update(self.exporter.export(
+                    volume.name, lvol, export.require_host_nqn(connector),
+                    rb, rekey=not self._attached(volume, connector),
+                    connector=connector))
                 self.pools.persist()
         return {'driver_volume_type': 'spdk_vhost', 'data': data}
+
+    @staticmethod
+    def _attached(volume, connector):
+        """Whether the host already has the volume open (multiattach)."""
+        return bool(export.host_attachments(
+            volume, export.require_host_nqn(connector), export.ATTACHED))
 
     @staticmethod
     def _read_only(volume):
@@ -90,7 +102,8 @@ class Connections(pools.Part):
         kind = backup.staged_kind(volume, connector)
         if kind:
             return self.backups.unstage_volume(volume, kind)
-        if self._is_local(connector):
+        replicated = self.replicas.copies(volume) > 1
+        if self._is_local(connector) and not replicated:
             return
         if connector is not None:
             validation.check_connector(connector, need_nqn=False)
@@ -106,5 +119,8 @@ class Connections(pools.Part):
                 LOG.info('Volume %s stays exported to %s: another of its '
                          'attachments is there', volume.id, host_nqn)
                 return True
+            if replicated:
+                self.replicas.unexport(volume, host_nqn)
+                return
             self.exporter.unexport(volume.name, host_nqn)
             self.pools.persist()

@@ -13,8 +13,6 @@ method framed by :func:`operation.running`. Operators: see
 doc/source/admin/cinder-driver.rst.
 """
 
-import socket
-
 from cinder import exception
 from cinder import interface
 from cinder.volume import driver
@@ -31,7 +29,9 @@ from cinder_spdk_vhost import manageable
 from cinder_spdk_vhost import migration
 from cinder_spdk_vhost import operation
 from cinder_spdk_vhost import options
+from cinder_spdk_vhost import peers
 from cinder_spdk_vhost import pools
+from cinder_spdk_vhost import replication
 from cinder_spdk_vhost import target_rpcs
 from cinder_spdk_vhost import validation
 from spdk_vhost_core import exception as rpc_exc
@@ -82,12 +82,6 @@ class SpdkVhostDriver(driver.VolumeDriver):
 
     # -- setup -----------------------------------------------------------
 
-    def _default_target_id(self):
-        conf = self.configuration
-        if conf.spdk_rpc_address:
-            return 'tcp:%s:%s' % (conf.spdk_rpc_address, conf.spdk_rpc_port)
-        return socket.gethostname()
-
     def do_setup(self, context):
         """Build the RPC client and the parts; nothing is asked yet."""
         conf = self.configuration
@@ -96,16 +90,19 @@ class SpdkVhostDriver(driver.VolumeDriver):
             brick_validation.warn_if_world_writable(conf.spdk_rpc_socket)
         self.client = spdk_rpc.SpdkClient.from_conf(conf)
         self.exporter = export.NvmfExport(self.client, conf)
-        self.target_id = conf.spdk_target_id or self._default_target_id()
+        self.target_id = peers.target_id(conf)
         self.pools = pools.Pools(
             self.client, conf, self.exporter,
             saved_config.ConfigSaver.from_conf(self.client, conf))
         self.images = image_ops.ImageOps(self.pools)
         self.backups = backup.Backups(self.pools)
         self.manager = manageable.Manager(self.pools)
-        self.mover = migration.Mover(self.pools, self.target_id)
+        self.replicas = replication.Replicas(
+            self.pools, peers.from_conf(conf, self.target_id),
+            self.target_id)
+        self.mover = migration.Mover(self.pools, self.replicas)
         self.connections = connections.Connections(
-            self.pools, self.backups, self.target_id)
+            self.pools, self.backups, self.replicas)
 
     def check_for_setup_error(self):
         """Refuse to start on an unusable target, with one clear reason."""
@@ -115,29 +112,40 @@ class SpdkVhostDriver(driver.VolumeDriver):
             self.exporter.ensure_transport()
             self.images.sweep_scratch()
             self.pools.sweep()
+        for peer in self.replicas.peers:
+            peer.check()
 
     # -- volumes ---------------------------------------------------------
 
     def create_volume(self, volume):
         validation.check_volume(volume)
         self._refuse_host_copy(volume)
+        self.replicas.check_room(volume)
         limits = self.pools.limits(volume.volume_type_id, volume.size)
         with operation.running('create volume %s' % volume.id,
                                locks.vlock(volume.id)) as rb:
             alias = self.pools.create_lvol(volume, rb)
             self.pools.new_qos(alias, limits)
+            self.replicas.place(volume, limits, rb)
         return None
 
     def delete_volume(self, volume):
-        """Delete the lvol; a missing one is success, an exported one busy."""
+        """Delete the lvol; a missing one is success, an exported one busy.
+
+        A replicated volume's other copies go first: a target that does
+        not answer fails the delete, and a retry finishes it.
+        """
         with operation.running('delete volume %s' % volume.id,
                                locks.vlock(volume.id)):
             lvol = self.pools.find(volume)
+            if lvol is not None:
+                self.pools.refuse_if_exported(lvol, volume)
+            if self.replicas.copies(volume) > 1:
+                self.replicas.delete(volume)
             if lvol is None:
                 LOG.info('Volume %s has no lvol; nothing to delete',
                          volume.id)
                 return
-            self.pools.refuse_if_exported(lvol, volume)
             try:
                 self.client.bdev_lvol_delete(lvol.alias)
             except rpc_exc.NotFound:
@@ -161,9 +169,12 @@ class SpdkVhostDriver(driver.VolumeDriver):
             rb.add('shrink %s back' % lvol.alias,
                    self.client.bdev_lvol_resize, lvol.alias, lvol.size_mib)
             self.pools.apply_qos(lvol.alias, limits, rb)
+            self.replicas.extend(volume, lvols.size_in_mib(new_size),
+                                 limits, rb)
 
     def create_volume_from_snapshot(self, volume, snapshot):
         validation.check_volume(volume)
+        self.replicas.refuse(volume, 'Creating from a snapshot')
         limits = self.pools.limits(volume.volume_type_id, volume.size)
         with operation.running('create volume %s from snapshot %s'
                                % (volume.id, snapshot.id),
@@ -177,6 +188,8 @@ class SpdkVhostDriver(driver.VolumeDriver):
     def create_cloned_volume(self, volume, src_vref):
         """Hidden snapshot of the source, and a thin clone of it."""
         validation.check_volume(volume)
+        self.replicas.refuse(src_vref, 'Cloning')
+        self.replicas.refuse(volume, 'Cloning')
         limits = self.pools.limits(volume.volume_type_id, volume.size)
         hidden = lvols.hidden_snapshot_name(volume.id)
         with operation.running('clone volume %s to %s'
@@ -219,6 +232,7 @@ class SpdkVhostDriver(driver.VolumeDriver):
     # -- snapshots -------------------------------------------------------
 
     def create_snapshot(self, snapshot):
+        self.replicas.refuse(snapshot.volume, 'A snapshot')
         with operation.running('create snapshot %s' % snapshot.id,
                                locks.vlock(snapshot.volume_id),
                                locks.slock(snapshot.name)):
@@ -268,16 +282,19 @@ class SpdkVhostDriver(driver.VolumeDriver):
 
     def copy_image_to_volume(self, context, volume, image_service, image_id,
                              disable_sparse=False):
+        self.replicas.refuse(volume, 'Writing an image')
         self.images.copy_image_to_volume(context, volume, image_service,
                                          image_id, disable_sparse)
 
     def copy_volume_to_image(self, context, volume, image_service,
                              image_meta):
+        self.replicas.refuse(volume, 'Uploading to an image')
         self.images.copy_volume_to_image(context, volume, image_service,
                                          image_meta)
 
     def clone_image(self, context, volume, image_location, image_meta,
                     image_service):
+        self.replicas.refuse(volume, 'Creating from an image')
         return self.images.clone_image(context, volume, image_location,
                                        image_meta, image_service)
 
@@ -299,9 +316,11 @@ class SpdkVhostDriver(driver.VolumeDriver):
         return self.manager.manage_existing_get_size(volume, existing_ref)
 
     def manage_existing(self, volume, existing_ref):
+        self.replicas.refuse(volume, 'Managing an existing lvol')
         self.manager.manage_existing(volume, existing_ref)
 
     def unmanage(self, volume):
+        self.replicas.refuse(volume, 'Unmanaging')
         self.manager.unmanage(volume)
 
     def manage_existing_snapshot_get_size(self, snapshot, existing_ref):
@@ -387,6 +406,11 @@ class SpdkVhostDriver(driver.VolumeDriver):
         """One pool per lvol store, flat in the number of volumes."""
         with errors.translated('volume stats'):
             pool_stats = self.pools.stats(self.target_id)
+            # The most copies (spdk:replicas) a volume could have now,
+            # for a replicated type's capabilities:spdk_max_replicas.
+            most = self.replicas.available()
+        for pool in pool_stats:
+            pool['spdk_max_replicas'] = most
         self._stats = {
             'volume_backend_name': (
                 self.configuration.safe_get('volume_backend_name') or

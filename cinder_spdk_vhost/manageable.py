@@ -23,6 +23,7 @@ from cinder_spdk_vhost import locks
 from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import operation
 from cinder_spdk_vhost import pools
+from cinder_spdk_vhost import replication
 
 LOG = log.getLogger(__name__)
 
@@ -41,6 +42,8 @@ def own_lvol_reason(name):
         return 'scratch lvol of an image transfer'
     if image_cache.is_base(name):
         return 'image cache base'
+    if replication.is_replica(name):
+        return 'copy of a replicated volume of another backend'
     return None
 
 

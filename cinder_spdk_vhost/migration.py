@@ -24,6 +24,7 @@ from cinder_spdk_vhost import locks
 from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import operation
 from cinder_spdk_vhost import pools
+from cinder_spdk_vhost import replication
 from cinder_spdk_vhost import rollback
 from spdk_vhost_core import exception as rpc_exc
 
@@ -110,13 +111,26 @@ class Mover(pools.Part):
     anything else is left to Cinder (``False``).
     """
 
-    def __init__(self, pools, target_id):
+    def __init__(self, pools, replicas):
         super().__init__(pools)
-        self.target_id = target_id
+        self.replicas = replicas
+        self.target_id = replicas.target_id
 
     def retype(self, volume, new_type, host):
+        """QoS in place, or a move; False for Cinder's own migration.
+
+        A replicated volume keeps its copies: no move, and no change in
+        their number (Cinder's migration then refuses it too).
+        """
         dest = self._destination(volume, host)
         if dest is None:
+            return False
+        copies = self.replicas.copies(volume)
+        if copies != replication.copies_of_type(
+                new_type['id'] if new_type else None) or (
+                copies > 1 and dest != self.pools.pool(volume)):
+            LOG.info('Volume %s: the driver does not change the number or '
+                     'place of its copies', volume.id)
             return False
         limits = self.pools.limits(new_type['id'] if new_type else None,
                                    volume.size)
@@ -130,11 +144,12 @@ class Mover(pools.Part):
         with operation.running('retype volume %s' % volume.id,
                                locks.vlock(volume.id)) as rb:
             self.pools.apply_qos(self.pools.get(volume).alias, limits, rb)
+            self.replicas.apply_qos(volume, limits, rb)
         return True
 
     def migrate_volume(self, volume, host):
         dest = self._destination(volume, host)
-        if dest is None:
+        if dest is None or self.replicas.copies(volume) > 1:
             LOG.info('Volume %(vol)s: %(host)s is not a pool of this '
                      'backend; left to Cinder\'s generic migration',
                      {'vol': volume.id, 'host': host.get('host')})

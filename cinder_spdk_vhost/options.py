@@ -28,6 +28,19 @@ driver_opts = [
                     'directly (transport local) instead of NVMe-oF. '
                     'Unset: this host\'s name when the RPC goes to a Unix '
                     'socket, tcp:<address>:<port> otherwise.'),
+    cfg.ListOpt('spdk_replica_targets',
+                default=[],
+                help='Names of cinder.conf sections, each describing '
+                     'another SPDK storage target with the options of a '
+                     'backend section (spdk_rpc_socket or spdk_rpc_address, '
+                     'spdk_target_id, spdk_lvstores, spdk_nvmf_address, '
+                     'spdk_nvmf_port, spdk_saved_config); the sections are '
+                     'not enabled backends. A volume type with the extra '
+                     'spec spdk:replicas = 2 or 3 keeps that many copies of '
+                     'each volume: one on this backend\'s target, the others '
+                     'on these, each on a different one. Each target is a '
+                     'failure domain: list only targets on other hosts, '
+                     'and run them without bdev auto-examine.'),
     cfg.StrOpt('spdk_nvmf_transport',
                default='tcp',
                choices=[('tcp', 'NVMe/TCP.'),

@@ -177,13 +177,18 @@ class Pools(object):
         except rpc_exc.NotFound:
             LOG.debug('lvol %s was already gone', alias)
 
-    def create_lvol(self, volume, rb):
-        """Create the empty lvol of ``volume``; return its alias."""
-        lvs = self.pool(volume)
-        alias = lvols.alias(lvs, volume.name)
+    def create_lvol(self, volume, rb, name=None, lvs=None):
+        """Create the empty lvol of ``volume``; return its alias.
+
+        ``name`` and ``lvs``: another name (a replica's) and lvol store
+        than the volume's own.
+        """
+        lvs = lvs or self.pool(volume)
+        name = name or volume.name
+        alias = lvols.alias(lvs, name)
         with rb.change('delete lvol %s' % alias, self.delete_lvol, alias):
             self.client.bdev_lvol_create(
-                volume.name, lvols.size_in_mib(volume.size), lvs_name=lvs,
+                name, lvols.size_in_mib(volume.size), lvs_name=lvs,
                 thin_provision=self.conf.spdk_thin_provision,
                 clear_method=self.conf.spdk_lvol_clear_method)
         return alias

@@ -39,9 +39,11 @@ class CinderTestCase(base.TestCase):
         self.useFixture(cinder_test.Database())
         self.ctxt = context.get_admin_context()
 
-    def make_type(self, qos=None, consumer='back-end', name=None):
+    def make_type(self, qos=None, consumer='back-end', name=None,
+                  extra_specs=None):
         """A volume type, with QoS specs associated when ``qos`` is given."""
-        vtype = volume_types.create(self.ctxt, name or uuid.uuid4().hex, {})
+        vtype = volume_types.create(self.ctxt, name or uuid.uuid4().hex,
+                                    extra_specs or {})
         if qos is not None:
             specs = dict(qos, consumer=consumer)
             spec = qos_specs.create(self.ctxt, uuid.uuid4().hex, specs)
@@ -84,6 +86,8 @@ class TargetTestCase(CinderTestCase):
     #: The SPDK application serving the storage host, and its mode.
     APP = 'spdk_tgt'
     INTERRUPT_MODE = False
+    #: False: a storage target serving copies of replicated volumes.
+    AUTO_EXAMINE = True
 
     def setUp(self):
         super().setUp()
@@ -93,7 +97,8 @@ class TargetTestCase(CinderTestCase):
                 self.useFixture(fixtures.TempDir()).path, 'spdk_tgt.json')
         self.target = self.useFixture(spdk_target.SpdkTarget(
             app=self.APP, interrupt_mode=self.INTERRUPT_MODE,
-            json_config=self.saved, name='storage'))
+            json_config=self.saved, name='storage',
+            auto_examine=self.AUTO_EXAMINE))
         self.target.aio_lvstore(LVS, size_mib=self.LVS_MIB)
 
     def add_base(self):

@@ -16,6 +16,8 @@ from testbed import spdk_build
 
 BACKEND = 'spdk'
 HOST = 'deploy-storage'
+#: The section of the storage target holding replicas' second copies.
+REPLICA_SECTION = 'spdk-replica'
 
 
 def api_paste_config():
@@ -29,8 +31,12 @@ def api_paste_config():
 
 
 def build(workdir, db_url, transport_url, api_port, spdk_socket,
-          lvstores, nvmf_port, target_id, saved_config):
-    """The cinder.conf sections as a ConfigParser."""
+          lvstores, nvmf_port, target_id, saved_config, replica_target):
+    """The cinder.conf sections as a ConfigParser.
+
+    ``replica_target``: (RPC socket, lvol store, NVMe-oF port, target
+    id) of a second storage target, the backend's spdk_replica_targets.
+    """
     conf = configparser.ConfigParser(interpolation=None)
     conf['DEFAULT'] = {
         'host': HOST,
@@ -69,6 +75,17 @@ def build(workdir, db_url, transport_url, api_port, spdk_socket,
         'spdk_saved_config': saved_config,
         'spdk_image_staging_dir': os.path.join(workdir, 'staging'),
         'backup_use_temp_snapshot': 'True',
+        'spdk_replica_targets': REPLICA_SECTION,
+    }
+    socket_path, lvstore, port, replica_id = replica_target
+    conf[REPLICA_SECTION] = {
+        'spdk_rpc_socket': socket_path,
+        'spdk_rpc_timeout': '30',
+        'spdk_lvstores': lvstore,
+        'spdk_target_id': replica_id,
+        'spdk_nvmf_address': '127.0.0.1',
+        'spdk_nvmf_port': str(port),
+        'spdk_saved_config': '',
     }
     return conf
 

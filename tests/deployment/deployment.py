@@ -1,7 +1,8 @@
 """The whole Cinder deployment on loopback, as one fixture.
 
 A real ``spdk_tgt`` (``testbed.spdk_target``; two lvol stores on sparse
-files, reported as two pools), a fresh
+files, reported as two pools), an idle ``nvmf_tgt`` holding the second
+copies of replicated volumes (``spdk_replica_targets``), a fresh
 MariaDB database and RabbitMQ vhost, ``cinder-manage db sync``, then the
 real ``cinder-scheduler``, ``cinder-volume``, ``cinder-backup`` (posix
 driver) and ``cinder-api`` console scripts of the installed ``cinder``
@@ -40,6 +41,9 @@ USER = 'deploy-user'
 LVSTORES = {'lvs0': 4096, 'lvs1': 2048}
 # Cinder's and Nova's name for the one spdk_tgt that serves both.
 TARGET_ID = 'storage-target'
+# The storage target of replicated volumes' second copies.
+REPLICA_TARGET_ID = 'replica-target'
+REPLICA_LVSTORE = 'lvs0'
 SERVICES = ('cinder-scheduler', 'cinder-volume', 'cinder-backup',
             'cinder-api')
 
@@ -67,6 +71,11 @@ class CinderDeployment(fixtures.Fixture):
         os.chmod(self.target.workdir, 0o711)
         for lvs, mib in sorted(LVSTORES.items()):
             self.target.aio_lvstore(lvs, size_mib=mib)
+        # Idle in interrupt mode; no auto-examine, as replicas need.
+        self.replica_target = self.useFixture(spdk_target.SpdkTarget(
+            app='nvmf_tgt', name='replica_tgt', interrupt_mode=True,
+            auto_examine=False))
+        self.replica_target.aio_lvstore(REPLICA_LVSTORE, size_mib=2048)
         self.database = self.useFixture(backing.Database())
         self.rabbit = self.useFixture(backing.RabbitVhost())
         self.api_port = net.free_port()
@@ -81,7 +90,10 @@ class CinderDeployment(fixtures.Fixture):
             self.workdir, self.database.url, self.rabbit.url,
             self.api_port, self.target.socket_path, list(LVSTORES),
             self.nvmf_port, target_id=self.target_id,
-            saved_config=self.saved_config)
+            saved_config=self.saved_config,
+            replica_target=(self.replica_target.socket_path,
+                            REPLICA_LVSTORE, net.free_port(),
+                            REPLICA_TARGET_ID))
         # Cinder's own credentials, for what it asks Nova (volume extended)
         # and glance (image locations need the service role) itself.
         for section in ('nova', 'glance'):

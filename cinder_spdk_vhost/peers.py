@@ -1,0 +1,116 @@
+"""The other storage targets a backend keeps volume replicas on.
+
+Each is described by a cinder.conf section of a backend's shape (the
+``spdk_rpc_*``, ``spdk_target_id``, ``spdk_lvstores``, ``spdk_nvmf_*``
+and ``spdk_saved_config`` options), named in the backend's
+``spdk_replica_targets``; the section is not an enabled backend. Each
+target is a failure domain: list only targets on other hosts.
+"""
+
+import socket
+
+from cinder import exception
+from cinder.volume import configuration
+from cinder.volume import driver as cinder_driver
+from oslo_log import log
+
+from cinder_spdk_vhost import export
+from cinder_spdk_vhost import lvols
+from cinder_spdk_vhost import options
+from cinder_spdk_vhost import pools
+from cinder_spdk_vhost import target_rpcs
+from cinder_spdk_vhost import validation
+from spdk_vhost_core import exception as rpc_exc
+from spdk_vhost_core import options as rpc_options
+from spdk_vhost_core import saved_config
+from spdk_vhost_core import spdk_rpc
+
+LOG = log.getLogger(__name__)
+
+
+def section(name):
+    """The options of section ``name``, registered with their defaults."""
+    conf = configuration.Configuration(cinder_driver.volume_opts,
+                                       config_group=name)
+    conf.append_config_values(rpc_options.rpc_opts)
+    conf.append_config_values(options.driver_opts)
+    return conf
+
+
+def target_id(conf):
+    """The identity of the target ``conf`` drives (``spdk_target_id``)."""
+    if conf.spdk_target_id:
+        return conf.spdk_target_id
+    if conf.spdk_rpc_address:
+        return 'tcp:%s:%s' % (conf.spdk_rpc_address, conf.spdk_rpc_port)
+    return socket.gethostname()
+
+
+def from_conf(conf, own_target_id):
+    """The peers of ``spdk_replica_targets``: distinct, not this target."""
+    found = [Peer.from_section(name) for name in conf.spdk_replica_targets]
+    ids = [own_target_id] + [peer.target_id for peer in found]
+    if len(set(ids)) < len(ids):
+        for peer in found:
+            peer.close()
+        raise exception.InvalidConfigurationValue(
+            option='spdk_replica_targets',
+            value='%r (targets sharing an spdk_target_id: %s)'
+                  % (conf.spdk_replica_targets, ', '.join(ids)))
+    return found
+
+
+class Peer(object):
+    """Another storage target: its lvol stores and NVMe-oF exports."""
+
+    def __init__(self, name, conf):
+        self.name = name
+        self.conf = conf
+        self.target_id = target_id(conf)
+        self.client = spdk_rpc.SpdkClient.from_conf(conf)
+        self.pools = pools.Pools(
+            self.client, conf, export.NvmfExport(self.client, conf),
+            saved_config.ConfigSaver.from_conf(self.client, conf))
+        self.exporter = self.pools.exporter
+
+    @classmethod
+    def from_section(cls, name):
+        conf = section(name)
+        try:
+            validation.check_config(conf)
+        except exception.InvalidConfigurationValue as err:
+            raise exception.InvalidConfigurationValue(
+                option='[%s] %s' % (name, err.kwargs['option']),
+                value=err.kwargs['value']) from err
+        return cls(name, conf)
+
+    def __str__(self):
+        return '%s (%s)' % (self.target_id, self.name)
+
+    def check(self):
+        """Whether the target can hold replicas now; logs why not."""
+        try:
+            methods = target_rpcs.check_target(self.client, self.conf)
+            self.exporter.has_vhost = target_rpcs.VHOST_LIST in methods
+            self.exporter.require('Keeping volume replicas')
+            self.exporter.ensure_transport()
+        except (exception.CinderException, rpc_exc.SpdkRpcError) as err:
+            LOG.warning('Replica target %(peer)s cannot hold replicas now: '
+                        '%(err)s', {'peer': self, 'err': err})
+            return False
+        return True
+
+    def free_bytes(self):
+        """The most free space in one of its lvol stores, and that store."""
+        best = (0, None)
+        for lvs in self.pools.lvstores:
+            store = self.client.bdev_lvol_get_lvstores(lvs_name=lvs)[0]
+            free = store['free_clusters'] * store['cluster_size']
+            best = max(best, (free, lvs))
+        return best
+
+    def find(self, name):
+        return lvols.find(self.client, name, self.pools.lvstores)
+
+    def close(self):
+        self.client.close()

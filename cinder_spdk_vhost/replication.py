@@ -1,0 +1,229 @@
+"""Replicated volumes: copies of a volume on other storage targets.
+
+A volume type with the extra spec ``spdk:replicas`` = 2 or 3 keeps that
+many copies of each volume, each on a different SPDK storage target (a
+failure domain). The backend's own target holds the first: the volume's
+lvol, as for any volume. Each other copy is an lvol named
+``replica-<volume id>`` on one of the targets named in
+``spdk_replica_targets`` (:mod:`peers`), those with the most free space
+first. Every copy is exported to the attaching host over NVMe-oF, and
+the compute host mirrors them into a RAID1 (the wire format:
+:mod:`spdk_vhost_core.replicas`).
+
+Which targets hold a volume's copies is found by name on each, so there
+is no record to go stale; a target that does not answer fails the
+operation, with what it made undone, rather than leave a copy behind or
+make a volume with fewer copies than its type promises.
+
+The compute host's RAID1 keeps a superblock at the start of every copy,
+so an lvol's bytes are not the guest's disk: what reads or writes a
+volume's data on the storage side (images, backups, snapshots, clones,
+moves between pools) is refused for replicated volumes.
+"""
+
+from cinder import exception
+from cinder.volume import volume_types
+from oslo_log import log
+
+from cinder_spdk_vhost import export
+from cinder_spdk_vhost import lvols
+from cinder_spdk_vhost import pools
+from spdk_vhost_core import exception as rpc_exc
+from spdk_vhost_core import replicas as wire
+
+LOG = log.getLogger(__name__)
+
+EXTRA_SPEC = 'spdk:replicas'
+PREFIX = 'replica-'
+
+
+def copies_of_type(volume_type_id):
+    """How many copies a volume type asks for: 1 (unset) to 3."""
+    if not volume_type_id:
+        return 1
+    value = volume_types.get_volume_type_extra_specs(
+        volume_type_id).get(EXTRA_SPEC)
+    if value is None:
+        return 1
+    if not str(value).isdigit() or not 1 <= int(value) <= wire.MAX_REPLICAS:
+        raise exception.InvalidVolumeType(
+            reason='%s=%r: must be a whole number from 1 to %d'
+                   % (EXTRA_SPEC, value, wire.MAX_REPLICAS))
+    return int(value)
+
+
+def replica_name(volume_id):
+    """The lvol of a volume's copy on another storage target."""
+    return PREFIX + volume_id
+
+
+def is_replica(name):
+    return bool(name) and name.startswith(PREFIX)
+
+
+class Replicas(pools.Part):
+    """A backend's replicated volumes: their copies on its peers."""
+
+    def __init__(self, pools, peers, target_id):
+        super().__init__(pools)
+        self.peers = peers
+        self.target_id = target_id
+
+    def copies(self, volume):
+        return copies_of_type(volume.volume_type_id)
+
+    def refuse(self, volume, what):
+        """Refuse ``what`` for a replicated volume (see the module doc)."""
+        if self.copies(volume) > 1:
+            raise exception.VolumeDriverException(
+                message='%s is not supported for volume %s: it is '
+                        'replicated (%s), and its copies hold the compute '
+                        'host\'s RAID1 superblock'
+                        % (what, volume.id, EXTRA_SPEC))
+
+    def check_room(self, volume):
+        """Refuse a type asking for more copies than there are targets."""
+        wanted = self.copies(volume)
+        if wanted > 1 + len(self.peers):
+            raise exception.InvalidVolumeType(
+                reason='%s=%d needs %d storage targets; this backend has '
+                       '%d (its own and spdk_replica_targets)'
+                       % (EXTRA_SPEC, wanted, wanted, 1 + len(self.peers)))
+
+    # -- placement -------------------------------------------------------
+
+    def _candidates(self, size_gb):
+        """(free bytes, peer, lvol store) of every peer with room.
+
+        Room for a thin lvol is any free cluster (the scheduler's
+        over-subscription ratio governs the backend's own pools); a
+        thick one needs its whole size.
+        """
+        found = []
+        for peer in self.peers:
+            try:
+                free, lvs = peer.free_bytes()
+            except rpc_exc.SpdkRpcError as err:
+                LOG.warning('Replica target %(peer)s: %(err)s',
+                            {'peer': peer, 'err': err})
+                continue
+            thin = peer.conf.spdk_thin_provision
+            if free > 0 and (thin or free >= size_gb * lvols.GIB):
+                found.append((free, peer, lvs))
+        return sorted(found, key=lambda item: -item[0])
+
+    def available(self):
+        """How many copies a new 1 GiB volume could have now."""
+        return 1 + len(self._candidates(1))
+
+    def place(self, volume, limits, rb):
+        """Make the volume's other copies, each on its own target."""
+        wanted = self.copies(volume) - 1
+        if not wanted:
+            return
+        found = self._candidates(volume.size)
+        if len(found) < wanted:
+            raise exception.VolumeBackendAPIException(
+                data='volume %s needs %d copies on other storage targets; '
+                     'only %d of spdk_replica_targets (%s) answer with '
+                     'room for it' % (volume.id, wanted, len(found),
+                                      ', '.join(map(str, self.peers))))
+        for _free, peer, lvs in found[:wanted]:
+            alias = peer.pools.create_lvol(
+                volume, rb, name=replica_name(volume.id), lvs=lvs)
+            peer.pools.new_qos(alias, limits)
+        LOG.info('Volume %(vol)s has copies on %(targets)s',
+                 {'vol': volume.id, 'targets': ', '.join(
+                     [self.target_id] + [str(peer) for _f, peer, _l
+                                         in found[:wanted]])})
+
+    def holders(self, volume):
+        """(peer, lvol) of each copy; a peer that does not answer raises."""
+        name = replica_name(volume.id)
+        found = []
+        for peer in self.peers:
+            lvol = peer.find(name)
+            if lvol is not None:
+                found.append((peer, lvol))
+        return found
+
+    # -- changes to every copy -------------------------------------------
+
+    def delete(self, volume):
+        """Delete every other copy; one that a host still uses is busy."""
+        held = self.holders(volume)
+        for peer, lvol in held:
+            peer.pools.refuse_if_exported(lvol, volume)
+        for peer, lvol in held:
+            peer.pools.delete_lvol(lvol.alias)
+            if any(lvol.rate_limits.values()):
+                peer.pools.persist(pools.QOS_SUBSYSTEMS)
+            LOG.info('Deleted the copy of volume %(vol)s on %(peer)s',
+                     {'vol': volume.id, 'peer': peer})
+
+    def extend(self, volume, size_mib, limits, rb):
+        for peer, lvol in self.holders(volume):
+            peer.client.bdev_lvol_resize(lvol.alias, size_mib)
+            rb.add('shrink %s on %s back' % (lvol.alias, peer),
+                   peer.client.bdev_lvol_resize, lvol.alias, lvol.size_mib)
+            peer.pools.apply_qos(lvol.alias, limits, rb)
+
+    def apply_qos(self, volume, limits, rb):
+        for peer, lvol in self.holders(volume):
+            peer.pools.apply_qos(lvol.alias, limits, rb)
+
+    # -- attachments -----------------------------------------------------
+
+    def export(self, volume, lvol, connector, rb, rekey):
+        """Export every copy to the host; the properties' replicas part.
+
+        A copy that is missing fails the attachment: the guest would
+        otherwise get fewer copies than its volume type promises.
+        """
+        host_nqn = export.require_host_nqn(connector)
+        held = self.holders(volume)
+        if len(held) + 1 < self.copies(volume):
+            raise exception.VolumeBackendAPIException(
+                data='volume %s has %d of its %d copies (on %s)'
+                     % (volume.id, len(held) + 1, self.copies(volume),
+                        ', '.join([self.target_id] +
+                                  [str(peer) for peer, _l in held])))
+        exports = [(self.pools, volume.name, lvol, self.target_id)] + [
+            (peer.pools, lvol.name, lvol, peer.target_id)
+            for peer, lvol in held]
+        here = connector.get('spdk_target_id')
+        if here in [target for _p, _n, _l, target in exports]:
+            # Its bdev examine would find the RAID superblock on the
+            # lvol itself and assemble the mirror there, from one copy.
+            raise exception.VolumeBackendAPIException(
+                data='volume %s is replicated and the attaching host\'s '
+                     'SPDK target %s holds one of its copies: attach it '
+                     'on a host that holds none' % (volume.id, here))
+        found = []
+        for where, name, copy, target in exports:
+            data = where.exporter.export(name, copy, host_nqn, rb,
+                                         rekey=rekey, connector=connector)
+            where.persist()
+            found.append(dict(data, target_id=target))
+        return {'transport': wire.REPLICATED, wire.KEY: found}
+
+    def unexport(self, volume, host_nqn):
+        """Remove the host from every copy's export.
+
+        A peer that does not answer is logged and skipped: the host is
+        gone from the others, and a dead storage target must not keep a
+        guest from detaching.
+        """
+        self.exporter.unexport(volume.name, host_nqn)
+        self.pools.persist()
+        name = replica_name(volume.id)
+        for peer in self.peers:
+            try:
+                if peer.find(name) is not None:
+                    peer.exporter.unexport(name, host_nqn)
+                    peer.pools.persist()
+            except rpc_exc.SpdkRpcError as err:
+                LOG.warning('Could not remove %(host)s from the export of '
+                            'volume %(vol)s on %(peer)s: %(err)s',
+                            {'host': host_nqn or 'every host',
+                             'vol': volume.id, 'peer': peer, 'err': err})

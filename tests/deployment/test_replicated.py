@@ -1,0 +1,75 @@
+"""Replicated volumes through the real Cinder API and scheduler.
+
+The deployment's backend keeps second copies on its replica target (an
+idle ``nvmf_tgt``, ``spdk_replica_targets``). A tenant's volume type
+with ``spdk:replicas`` = 2 gets a copy on each target, scheduled by the
+backend's ``spdk_max_replicas``; extend reaches both copies, what would
+touch one copy only goes to error, and delete leaves nothing anywhere.
+"""
+
+from tests.deployment import base
+from tests.deployment import deployment
+
+QOS = {'total_iops_sec': '6000'}
+# What an operator sets on a replicated type: the copies, and a filter
+# so the scheduler only picks a backend that can hold them now.
+TWO_COPIES = {'spdk:replicas': '2', 'capabilities:spdk_max_replicas': '>= 2'}
+
+
+class TestReplicated(base.DeploymentTestCase):
+
+    def replica_rpc(self, method, params=None):
+        return self.deployment.replica_target.rpc(method, params)
+
+    def copy_of(self, volume):
+        """The volume's lvol bdev on the replica target, or None."""
+        name = 'replica-%s' % volume.id
+        for lvol in self.replica_rpc('bdev_lvol_get_lvols', {
+                'lvs_name': deployment.REPLICA_LVSTORE}):
+            if lvol['name'] == name:
+                return self.replica_rpc('bdev_get_bdevs',
+                                        {'name': lvol['uuid']})[0]
+        return None
+
+    def size(self, bdev):
+        return bdev['num_blocks'] * bdev['block_size']
+
+    def test_two_copies_through_the_api(self):
+        pools = self.admin_client().pools.list(detailed=True)
+        self.assertEqual({2}, {getattr(p, 'spdk_max_replicas', None)
+                               for p in pools})
+        vtype = self.make_type(qos=QOS, extra_specs=TWO_COPIES)
+        vol = self.create_volume(1, volume_type=vtype.id)
+        own = self.lvol('volume-%s' % vol.id)
+        copy = self.copy_of(vol)
+        self.assertIsNotNone(copy, 'no copy on the replica target')
+        for bdev in (own, copy):
+            self.assertEqual(1024 ** 3, self.size(bdev))
+            self.assertEqual(6000, bdev['assigned_rate_limits'][
+                'rw_ios_per_sec'])
+
+        self.cinder.volumes.extend(vol, 2)
+        self.wait_status(self.cinder.volumes, vol.id, 'available')
+        self.assertEqual(2 * 1024 ** 3, self.size(self.copy_of(vol)))
+        self.assertEqual(2 * 1024 ** 3,
+                         self.size(self.lvol('volume-%s' % vol.id)))
+
+        # A snapshot would hold one copy's bytes: refused, the volume
+        # untouched.
+        snap = self.cinder.volume_snapshots.create(vol.id)
+        self.addCleanup(self._forget, self.cinder.volume_snapshots, snap.id)
+        self.wait_status(self.cinder.volume_snapshots, snap.id, 'error')
+        self.delete_snapshot(snap.id)
+        self.wait_status(self.cinder.volumes, vol.id, 'available')
+
+        self.delete_volume(vol.id)
+        self.assertIsNone(self.copy_of(vol))
+        self.assertEqual([], [s['nqn'] for s in self.replica_rpc(
+            'nvmf_get_subsystems') if s['subtype'] == 'NVMe'])
+
+    def test_more_copies_than_targets_never_schedules(self):
+        vtype = self.make_type(extra_specs={
+            'spdk:replicas': '3', 'capabilities:spdk_max_replicas': '>= 3'})
+        vol = self.create_volume(1, status='error', volume_type=vtype.id)
+        self.assertIsNone(getattr(vol, 'os-vol-host-attr:host'))
+        self.assertIsNone(self.copy_of(vol))
