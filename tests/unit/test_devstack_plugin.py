@@ -246,6 +246,23 @@ class DevstackPluginTest(PluginTestBase):
             'params': {'name': 'Malloc0', 'num_blocks': 262144,
                        'block_size': 4096}}]}], saved['subsystems'])
 
+    def test_storage_host_of_replicas_examines_its_base_bdev_only(self):
+        self.prebuilt_spdk()
+        self.run_plugin('pre-install', 'install', 'post-config',
+                        SPDK_AUTO_EXAMINE='False', SPDK_BASE_BDEV='nvme',
+                        SPDK_NVME_PCI_ADDR='0000:5e:00.0')
+        config = os.path.join(self.env['DATA_DIR'], 'spdk', 'spdk_tgt.json')
+        with open(config) as f:
+            [bdev] = json.load(f)['subsystems']
+        self.assertEqual(
+            [('bdev_set_options', {'bdev_auto_examine': False}),
+             ('bdev_examine', {'name': 'Nvme0n1'}),
+             ('bdev_nvme_attach_controller', {
+                 'name': 'Nvme0', 'trtype': 'PCIe',
+                 'traddr': '0000:5e:00.0'})],
+            [(entry['method'], entry['params'])
+             for entry in bdev['config']])
+
     def dropin(self):
         """The [Service] section of the plugin's drop-in of the unit."""
         path = os.path.join(self.env['SYSTEMD_DIR'],
