@@ -190,7 +190,8 @@ class SpdkClient(spdk_rpc_bdev.FrameworkMethods,
 
         It runs after each call, failed ones too (``result`` None: a
         failed call may still have changed something), for a cache that
-        must follow every change made through this client.
+        must follow every change made through this client. An observer
+        that raises is logged; the call's own result or error stands.
         """
         self._observers.append(observer)
 
@@ -215,8 +216,16 @@ class SpdkClient(spdk_rpc_bdev.FrameworkMethods,
                       {'method': method, 'params': exc.mask_params(params),
                        'target': self.target, 'outcome': outcome,
                        'secs': time.monotonic() - start})
-            for observer in self._observers:
-                observer(method, params or {}, result)
+            self._notify(method, params or {}, result)
+
+    def _notify(self, method, params, result):
+        for observer in self._observers:
+            try:
+                observer(method, params, result)
+            except Exception:
+                LOG.exception('Observer %(observer)r of SPDK RPC '
+                              '%(method)s failed; the call stands',
+                              {'observer': observer, 'method': method})
 
     # Everything below runs with self._lock held.
 

@@ -379,6 +379,19 @@ class HelperTest(ClientTestCase):
             [('bdev_lvol_create', {'lvol_name': 'a'}, 'lvol-uuid'),
              ('bdev_lvol_create', {'lvol_name': 'a'}, None)], seen)
 
+    def test_a_failing_observer_hides_neither_result_nor_error(self):
+        def broken(*call):
+            raise ValueError('observer bug')
+
+        seen = []
+        self.client.observe(broken)
+        self.client.observe(lambda *call: seen.append(call[2]))
+        self.server.then(answer('lvol-uuid'), error(-17, 'File exists'))
+        self.assertEqual('lvol-uuid', self.client.call('bdev_lvol_create'))
+        self.assertRaises(exc.AlreadyExists, self.client.call,
+                          'bdev_lvol_create')
+        self.assertEqual(['lvol-uuid', None], seen)
+
     def test_vhost_controller_by_name_or_none(self):
         self.server.then(answer([{'ctrlr': 'vhost-a'}]),
                          error(-32602, 'No such device'))
