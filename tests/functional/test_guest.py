@@ -258,8 +258,10 @@ class TestGuestOnSpdk(base.TestCase):
 
         exports.restart()
 
+        # QEMU reconnects every second; a TCG guest on a loaded machine
+        # may take a while to get its requests going again.
         self._writes_after(guest, int(guest.execute(
-            qemu.writer_status())['writer.writes']))
+            qemu.writer_status())['writer.writes']), timeout=180)
         stopped = guest.execute(qemu.writer_stop())
         self.assertGreater(int(stopped['writer.writes']), before)
         self.assertEqual('0', stopped['writer.failures'])

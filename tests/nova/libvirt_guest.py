@@ -142,6 +142,21 @@ def disks(dom):
             if isinstance(d, vconfig.LibvirtConfigGuestDisk)]
 
 
+def wait_detached(dom, target, timeout=180):
+    """Wait until libvirt has dropped disk ``target`` from the domain.
+
+    What Nova waits for (libvirt's device-removed event) before it
+    disconnects the volume: QEMU lets the vhost-user socket go then, not
+    when the guest's kernel has let the disk go.
+    """
+    deadline = time.monotonic() + timeout
+    while target in disks(dom):
+        if time.monotonic() > deadline:
+            raise GuestFailed('disk %s still in the domain after %d s'
+                              % (target, timeout))
+        time.sleep(0.5)
+
+
 def start(conn, cfg):
     """Define and start; returns the domain (see :func:`remove`)."""
     dom = conn.defineXML(cfg.to_xml())

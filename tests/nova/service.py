@@ -115,6 +115,7 @@ class NovaSide(object):
         guest = self.driver._host.get_guest(self.inst)
         guest.detach_device(guest.get_disk(DEV), persistent=True, live=True)
         guests.wait_result(self.workdir, 'detached')
+        guests.wait_detached(self.dom, DEV)
         self.driver._disconnect_volume(self.context, self.connection_info,
                                        self.inst)
         return {'disks': guests.disks(self.dom),

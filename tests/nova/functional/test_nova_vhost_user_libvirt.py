@@ -196,6 +196,7 @@ class AttachTests(object):
         guest.detach_device(guest.get_disk('vdb'), persistent=True,
                             live=True)
         self.assertEqual('gone', guests.wait_result(self.workdir, 'hot'))
+        guests.wait_detached(dom, 'vdb')
         self.driver._disconnect_volume(self.context, hot_conn, inst)
         self.assertEqual(['vhost-' + boot_conn['data']['volume_id']],
                          [c['ctrlr'] for c in self.controllers()])
