@@ -72,6 +72,10 @@ class Peer(object):
             self.client, conf, export.NvmfExport(self.client, conf),
             saved_config.ConfigSaver.from_conf(self.client, conf))
         self.exporter = self.pools.exporter
+        # No vhost controller serves a copy (an attach on a host holding
+        # one is refused), so none is looked for, whatever the target
+        # application, and whether or not it answered at start.
+        self.exporter.has_vhost = False
 
     @classmethod
     def from_section(cls, name):
@@ -90,8 +94,7 @@ class Peer(object):
     def check(self):
         """Whether the target can hold replicas now; logs why not."""
         try:
-            methods = target_rpcs.check_target(self.client, self.conf)
-            self.exporter.has_vhost = target_rpcs.VHOST_LIST in methods
+            target_rpcs.check_target(self.client, self.conf)
             self.exporter.require('Keeping volume replicas')
             self.exporter.ensure_transport()
         except (exception.CinderException, rpc_exc.SpdkRpcError) as err:

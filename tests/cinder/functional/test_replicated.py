@@ -144,6 +144,16 @@ class PlacementTest(ReplicatedTestCase):
         self.assertRaises(exception.InvalidConfigurationValue,
                           self.make_driver)
 
+    def test_a_peer_down_at_start_serves_once_it_is_back(self):
+        self.peers['spdk-b'].kill()
+        driver = self.make_driver()
+        self.restart_peer('spdk-b')
+        volume = self.make_volume(vtype=self.replicated(3))
+        driver.create_volume(volume)
+        self.assertEqual(3, len(self.copies(volume)))
+        driver.delete_volume(volume)
+        self.assertEqual([], self.everything())
+
     def test_a_dead_peer_fails_the_create_and_leaves_nothing(self):
         self.peers['spdk-b'].kill()
         volume = self.make_volume(vtype=self.replicated(3))
