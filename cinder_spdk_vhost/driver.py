@@ -163,14 +163,9 @@ class SpdkVhostDriver(driver.VolumeDriver):
         limits = self.pools.limits(volume.volume_type_id, new_size)
         with operation.running('extend volume %s' % volume.id,
                                locks.vlock(volume.id)) as rb:
-            lvol = self.pools.get(volume)
-            self.client.bdev_lvol_resize(lvol.alias,
-                                         lvols.size_in_mib(new_size))
-            rb.add('shrink %s back' % lvol.alias,
-                   self.client.bdev_lvol_resize, lvol.alias, lvol.size_mib)
-            self.pools.apply_qos(lvol.alias, limits, rb)
-            self.replicas.extend(volume, lvols.size_in_mib(new_size),
-                                 limits, rb)
+            size_mib = lvols.size_in_mib(new_size)
+            self.pools.grow(self.pools.get(volume), size_mib, limits, rb)
+            self.replicas.extend(volume, size_mib, limits, rb)
 
     def create_volume_from_snapshot(self, volume, snapshot):
         validation.check_volume(volume)

@@ -221,6 +221,13 @@ class Pools(object):
             self.client.bdev_lvol_resize(alias, wanted)
         apply_qos(alias, limits)
 
+    def grow(self, lvol, size_mib, limits, rb):
+        """Resize ``lvol`` and put the limits for its new size in force."""
+        self.client.bdev_lvol_resize(lvol.alias, size_mib)
+        rb.add('shrink %s on %s back' % (lvol.alias, self.client.target),
+               self.client.bdev_lvol_resize, lvol.alias, lvol.size_mib)
+        self.apply_qos(lvol.alias, limits, rb)
+
     def rename(self, alias, new_name, rb):
         lvs, _sep, old_name = alias.partition('/')
         self.client.bdev_lvol_rename(alias, new_name)

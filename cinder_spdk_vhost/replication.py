@@ -163,10 +163,7 @@ class Replicas(pools.Part):
 
     def extend(self, volume, size_mib, limits, rb):
         for peer, lvol in self.holders(volume):
-            peer.client.bdev_lvol_resize(lvol.alias, size_mib)
-            rb.add('shrink %s on %s back' % (lvol.alias, peer),
-                   peer.client.bdev_lvol_resize, lvol.alias, lvol.size_mib)
-            peer.pools.apply_qos(lvol.alias, limits, rb)
+            peer.pools.grow(lvol, size_mib, limits, rb)
 
     def apply_qos(self, volume, limits, rb):
         for peer, lvol in self.holders(volume):
@@ -182,10 +179,11 @@ class Replicas(pools.Part):
         """
         host_nqn = export.require_host_nqn(connector)
         held = self.holders(volume)
-        if len(held) + 1 < self.copies(volume):
+        wanted = self.copies(volume)
+        if len(held) + 1 < wanted:
             raise exception.VolumeBackendAPIException(
                 data='volume %s has %d of its %d copies (on %s)'
-                     % (volume.id, len(held) + 1, self.copies(volume),
+                     % (volume.id, len(held) + 1, wanted,
                         ', '.join([self.target_id] +
                                   [str(peer) for peer, _l in held])))
         exports = [(self.pools, volume.name, lvol, self.target_id)] + [
