@@ -27,6 +27,8 @@ LOG = log.getLogger(__name__)
 HOST_NQN_PREFIX = 'nqn.2014-08.org.nvmexpress:uuid:'
 CONTROLLER = 'import'
 BLOCK = 1024 * 1024
+#: Block of the small reads and writes at an lvol's start.
+HEAD = 4096
 
 
 def scratch_name(exporter, nqn):
@@ -37,14 +39,18 @@ def scratch_name(exporter, nqn):
     return None
 
 
-def scratch_export(exporter, lvol_uuid, volume_id, cleanup):
+def scratch_export(exporter, lvol_uuid, volume_id, cleanup, name=None):
     """Export ``lvol_uuid`` to a one-off host; its attach params and key.
 
-    The subsystem (and key) are undone by ``cleanup``, a
-    :class:`rollback.Cleanup` the caller leaves after the copy.
+    ``name``: the export the host joins, made if missing; by default a
+    scratch subsystem of its own. SPDK puts a bdev in one subsystem
+    only, so an lvol a host attached is read through its own export.
+    What the call made (subsystem or admitted host, key) is undone by
+    ``cleanup``, a :class:`rollback.Cleanup` the caller leaves after.
     """
-    name = lvols.temp_name('dd', volume_id)
-    exporter.delete(exporter.nqn(name))
+    if name is None:
+        name = lvols.temp_name('dd', volume_id)
+        exporter.delete(exporter.nqn(name))
     host = HOST_NQN_PREFIX + str(uuid.uuid4())
     data = exporter.export(name, _Ref(lvol_uuid), host, cleanup)
     params = {'name': CONTROLLER, 'trtype': data['transport'],
@@ -112,8 +118,11 @@ def _config(params, secrets, workdir):
         params = dict(params, **{field: field})
     if keys:
         subsystems.append({'subsystem': 'keyring', 'config': keys})
-    subsystems.append({'subsystem': 'bdev', 'config': [{
-        'method': 'bdev_nvme_attach_controller', 'params': params}]})
+    # Without examine: the raid module would claim a replicated volume's
+    # copy (it carries a RAID superblock), an lvol module an lvstore.
+    subsystems.append({'subsystem': 'bdev', 'config': [
+        {'method': 'bdev_set_options', 'params': {'bdev_auto_examine': False}},
+        {'method': 'bdev_nvme_attach_controller', 'params': params}]})
     return {'subsystems': subsystems}
 
 
@@ -136,15 +145,14 @@ def _library_env(program):
     return env
 
 
-def write_file(conf, path, params, secrets):
-    """Run spdk_dd: the holes of raw ``path`` are skipped (``--sparse``)."""
+def _run(conf, params, secrets, args, what):
+    """Run spdk_dd on the exported lvol (``CONTROLLER``'s namespace)."""
     with tempfile.TemporaryDirectory(prefix='spdk-dd-') as workdir:
         config = os.path.join(workdir, 'dd.json')
         with open(config, 'w') as out:
             json.dump(_config(params, secrets, workdir), out)
-        cmd = [conf.spdk_dd_path, '--if', path, '--ob', CONTROLLER + 'n1',
-               '--json', config, '--sparse', '--bs', str(BLOCK),
-               '-m', conf.spdk_dd_core_mask, '--disable-cpumask-locks']
+        cmd = [conf.spdk_dd_path, '--json', config, '-m',
+               conf.spdk_dd_core_mask, '--disable-cpumask-locks'] + args
         if conf.spdk_dd_mem_mb:
             cmd += ['-s', str(conf.spdk_dd_mem_mb)]
         try:
@@ -152,5 +160,29 @@ def write_file(conf, path, params, secrets):
                 conf.spdk_dd_path))
         except (processutils.ProcessExecutionError, OSError) as err:
             raise exception.VolumeBackendAPIException(
-                data='spdk_dd could not write %s: %s' % (path, err)
-            ) from err
+                data='spdk_dd could not %s: %s' % (what, err)) from err
+
+
+def write_file(conf, path, params, secrets):
+    """Run spdk_dd: the holes of raw ``path`` are skipped (``--sparse``)."""
+    _run(conf, params, secrets,
+         ['--if', path, '--ob', CONTROLLER + 'n1', '--sparse',
+          '--bs', str(BLOCK)], 'write %s' % path)
+
+
+def read_head(conf, params, secrets, length):
+    """The first ``length`` bytes (whole 4 KiB blocks) of the lvol."""
+    with tempfile.TemporaryDirectory(prefix='spdk-dd-') as workdir:
+        path = os.path.join(workdir, 'head')
+        _run(conf, params, secrets,
+             ['--ib', CONTROLLER + 'n1', '--of', path, '--bs', str(HEAD),
+              '--count', str(-(-length // HEAD))], 'read the lvol\'s head')
+        with open(path, 'rb') as src:
+            return src.read(length)
+
+
+def zero_head(conf, params, secrets, length):
+    """Write zeros over the first ``length`` bytes (whole 4 KiB blocks)."""
+    _run(conf, params, secrets,
+         ['--if', '/dev/zero', '--ob', CONTROLLER + 'n1', '--bs', str(HEAD),
+          '--count', str(-(-length // HEAD))], 'wipe the lvol\'s head')

@@ -57,21 +57,27 @@ class NvmfDd(object):
         nqn, _port = self.exports.pop(bdev)
         self.target.rpc('nvmf_delete_subsystem', {'nqn': nqn})
 
-    def _dd(self, bdev, args):
+    def command(self, bdev, args):
+        """The spdk_dd command line on ``bdev`` (``ddn1``), and its env."""
         nqn, port = self._export(bdev)
         config = os.path.join(self.workdir, 'dd-%s.json' % uuid.uuid4().hex)
         with open(config, 'w') as out:
+            # No examine: a RAID superblock or lvstore is just bytes here.
             json.dump({'subsystems': [{'subsystem': 'bdev', 'config': [{
+                'method': 'bdev_set_options',
+                'params': {'bdev_auto_examine': False}}, {
                 'method': 'bdev_nvme_attach_controller', 'params': {
                     'name': 'dd', 'trtype': 'tcp', 'traddr': '127.0.0.1',
                     'trsvcid': port, 'adrfam': 'ipv4', 'subnqn': nqn,
                     'hostnqn': HOST_NQN}}]}]}, out)
-        subprocess.run(
-            [spdk_build.app_path('spdk_dd'), '--json', config,
-             '--bs', str(BLOCK), '--qd', '32', '-m', '0x2',
-             '--disable-cpumask-locks']
-            + args, env=spdk_build.app_env(), check=True,
-            capture_output=True, timeout=300)
+        return ([spdk_build.app_path('spdk_dd'), '--json', config,
+                 '--bs', str(BLOCK), '--qd', '32', '-m', '0x2',
+                 '--disable-cpumask-locks'] + args, spdk_build.app_env())
+
+    def _dd(self, bdev, args):
+        cmd, env = self.command(bdev, args)
+        subprocess.run(cmd, env=env, check=True, capture_output=True,
+                       timeout=300)
 
     def write(self, bdev, offset, data):
         """Write ``data`` (whole 4 KiB blocks) at ``offset`` of ``bdev``."""

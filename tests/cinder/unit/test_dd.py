@@ -68,7 +68,11 @@ class ConfigTest(base.TestCase):
             with open(path) as src:
                 self.assertEqual(secrets[entry['params']['name']],
                                  src.read())
-        params = bdev['config'][0]['params']
+        # Examine off first: a copy's RAID superblock stays bytes.
+        options, attach = bdev['config']
+        self.assertEqual(('bdev_set_options', {'bdev_auto_examine': False}),
+                         (options['method'], options['params']))
+        params = attach['params']
         self.assertEqual('dhchap_key', params['dhchap_key'])
         self.assertEqual('dhchap_ctrlr_key', params['dhchap_ctrlr_key'])
 
