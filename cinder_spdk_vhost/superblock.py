@@ -1,0 +1,102 @@
+"""Read the compute host's RAID1 superblock off a replicated volume's copies.
+
+Every copy of a replicated volume starts with the superblock SPDK's raid
+module writes on each member (``struct raid_bdev_superblock``, v26.05
+``module/bdev/raid/bdev_raid.h``; little-endian). Each write raises its
+sequence number, and SPDK rewrites it on every member still in the
+mirror when a member fails or a rebuild ends: so the copy holding the
+highest number knows which members were in sync, and a copy that missed
+writes (failed out, or being rebuilt) holds an older number. That is how
+the storage side tells whether the volume's own copy is a sound source
+for a snapshot without asking the compute host.
+"""
+
+import struct
+import uuid
+
+SIGNATURE = b'SPDKRAID'
+#: Bytes read from a copy: the header and every member's entry fit.
+HEAD_BYTES = 4096
+#: Where the guest's disk starts on each member (RAID_BDEV_MIN_DATA_OFFSET
+#: rounded up to the namespace's optimal I/O boundary, which an SPDK
+#: NVMe-oF export caps at its transfer size, so never beyond it).
+DATA_OFFSET = 1024 * 1024
+CONFIGURED = 1
+
+_HEADER = struct.Struct('<8s4xII4x16s64sQIIIIQB118xB')
+_MEMBER = struct.Struct('<16sQQIIB23x')
+
+
+class Superblock(object):
+    """What the snapshot check reads of one superblock."""
+
+    def __init__(self, raid_uuid, seq_number, members):
+        self.raid_uuid = raid_uuid
+        self.seq_number = seq_number
+        #: Member UUID (the copy's lvol UUID, which its export passes on
+        #: to the compute host's NVMe bdev) -> its state in the mirror.
+        self.members = members
+
+    def in_sync(self, lvol_uuid):
+        return self.members.get(uuid.UUID(lvol_uuid)) == CONFIGURED
+
+
+def parse(head):
+    """The superblock at the start of ``head`` (bytes), or None if absent.
+
+    A copy never attached has none; neither has one whose superblock was
+    wiped (:data:`HEAD_BYTES` of zeros, a clone's new copies).
+    """
+    if len(head) < _HEADER.size or not head.startswith(SIGNATURE):
+        return None
+    (_sig, length, _crc, raid_uuid, _name, _size, _block, _level, _strip,
+     _state, seq_number, _count, entries) = _HEADER.unpack_from(head)
+    members = {}
+    for index in range(entries):
+        offset = _HEADER.size + index * _MEMBER.size
+        if offset + _MEMBER.size > min(length, len(head)):
+            break
+        member, _data_offset, _data_size, state, _flags, _slot = (
+            _MEMBER.unpack_from(head, offset))
+        members[uuid.UUID(bytes=member)] = state
+    return Superblock(uuid.UUID(bytes=raid_uuid), seq_number, members)
+
+
+def _newest(heads):
+    found = [sb for sb in heads if sb is not None]
+    return max(found, key=lambda sb: sb.seq_number) if found else None
+
+
+def _why_stale(sb, newest, lvol_uuid):
+    """Why the copy holding ``sb`` may lack writes, or None."""
+    if newest is None:
+        return None  # never attached: every copy is all zeros
+    if sb is None or sb.seq_number != newest.seq_number:
+        return ('another copy holds a newer RAID superblock (sequence %d, '
+                'its own %s)' % (newest.seq_number,
+                                 'none' if sb is None else sb.seq_number))
+    if not newest.in_sync(lvol_uuid):
+        return 'the RAID superblock marks it out of sync'
+    return None
+
+
+def unsound_snapshot(before, others, own_uuid):
+    """Why a snapshot of the volume's own copy is unsound, or None.
+
+    ``before``: its own copy's superblock read just before the snapshot;
+    ``others``: every other copy's, read just after. Sound when no copy
+    has a newer superblock than its own had (nothing failed or finished
+    a rebuild across the snapshot) and that one counts it in sync, or
+    when no copy carries one.
+    """
+    return _why_stale(before, _newest([before] + list(others)), own_uuid)
+
+
+def out_of_sync(heads, lvol_uuids):
+    """The copies lacking writes: [] if none, or none was ever attached.
+
+    ``lvol_uuids``: each copy's lvol, ``heads`` what was read from it.
+    """
+    newest = _newest(heads)
+    return [lvol_uuid for sb, lvol_uuid in zip(heads, lvol_uuids)
+            if _why_stale(sb, newest, lvol_uuid)]

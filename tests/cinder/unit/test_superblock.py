@@ -1,0 +1,118 @@
+"""Reading SPDK's RAID superblock, and when a snapshot of a copy is sound.
+
+Superblocks are laid out here field by field at the offsets of v26.05's
+``struct raid_bdev_superblock`` (header 256 bytes, 64 per member), not
+with the module's own struct formats.
+"""
+
+import uuid
+
+from oslotest import base
+
+from cinder_spdk_vhost import superblock
+
+OWN = str(uuid.uuid4())
+OTHER = str(uuid.uuid4())
+CONFIGURED, FAILED = 1, 2
+
+
+def _put(buf, offset, value, size):
+    buf[offset:offset + size] = value.to_bytes(size, 'little')
+
+
+def make(seq, states, signature=b'SPDKRAID'):
+    """A superblock with members ``{lvol uuid: state}``, 4 KiB long."""
+    buf = bytearray(superblock.HEAD_BYTES)
+    buf[0:8] = signature
+    _put(buf, 12, 256 + 64 * len(states), 4)          # length
+    buf[24:40] = uuid.uuid4().bytes                    # raid uuid
+    buf[40:45] = b'raid0'                              # name
+    _put(buf, 128, seq, 8)                             # seq_number
+    _put(buf, 136, len(states), 1)                     # num_base_bdevs
+    _put(buf, 255, len(states), 1)                     # base_bdevs_size
+    for slot, (member, state) in enumerate(states.items()):
+        entry = 256 + 64 * slot
+        buf[entry:entry + 16] = uuid.UUID(member).bytes
+        _put(buf, entry + 16, 2048, 8)                 # data_offset
+        _put(buf, entry + 32, state, 4)
+        _put(buf, entry + 40, slot, 1)
+    return bytes(buf)
+
+
+class ParseTest(base.BaseTestCase):
+
+    def test_members_and_sequence(self):
+        sb = superblock.parse(make(7, {OWN: CONFIGURED, OTHER: FAILED}))
+        self.assertEqual(7, sb.seq_number)
+        self.assertTrue(sb.in_sync(OWN))
+        self.assertFalse(sb.in_sync(OTHER))
+        self.assertFalse(sb.in_sync(str(uuid.uuid4())))
+
+    def test_no_superblock(self):
+        self.assertIsNone(superblock.parse(bytes(superblock.HEAD_BYTES)))
+        self.assertIsNone(superblock.parse(
+            make(1, {OWN: CONFIGURED}, signature=b'NOTARAID')))
+        self.assertIsNone(superblock.parse(b'SPDKRAID'))
+
+
+class SoundSnapshotTest(base.BaseTestCase):
+
+    def check(self, before, *others):
+        return superblock.unsound_snapshot(
+            superblock.parse(before), [superblock.parse(o) for o in others],
+            OWN)
+
+    def test_never_attached(self):
+        zeros = bytes(superblock.HEAD_BYTES)
+        self.assertIsNone(self.check(zeros, zeros))
+
+    def test_in_sync_and_unchanged(self):
+        both = {OWN: CONFIGURED, OTHER: CONFIGURED}
+        self.assertIsNone(self.check(make(3, both), make(3, both)))
+
+    def test_degraded_but_own_copy_in_sync(self):
+        # The other copy failed out: only the own one got the new one.
+        self.assertIsNone(self.check(
+            make(4, {OWN: CONFIGURED, OTHER: FAILED}),
+            make(3, {OWN: CONFIGURED, OTHER: CONFIGURED})))
+
+    def test_own_copy_failed_out(self):
+        why = self.check(make(3, {OWN: CONFIGURED, OTHER: CONFIGURED}),
+                         make(4, {OWN: FAILED, OTHER: CONFIGURED}))
+        self.assertIn('newer RAID superblock', why)
+
+    def test_own_copy_failed_and_rebuilt_across_the_snapshot(self):
+        # Rebuilt after the snapshot: the others say in sync, but newer.
+        why = self.check(make(3, {OWN: CONFIGURED, OTHER: CONFIGURED}),
+                         make(5, {OWN: CONFIGURED, OTHER: CONFIGURED}))
+        self.assertIn('sequence 5, its own 3', why)
+
+    def test_own_copy_marked_out_of_sync_by_itself(self):
+        why = self.check(make(3, {OWN: FAILED, OTHER: CONFIGURED}),
+                         make(3, {OWN: FAILED, OTHER: CONFIGURED}))
+        self.assertIn('marks it out of sync', why)
+
+    def test_own_copy_without_one_while_another_has_one(self):
+        why = self.check(bytes(superblock.HEAD_BYTES),
+                         make(1, {OWN: CONFIGURED, OTHER: CONFIGURED}))
+        self.assertIn('its own none', why)
+
+
+class OutOfSyncTest(base.BaseTestCase):
+
+    def test_every_copy_must_hold_the_newest_and_be_in_it(self):
+        both = {OWN: CONFIGURED, OTHER: CONFIGURED}
+        heads = [superblock.parse(make(3, both)),
+                 superblock.parse(make(3, both))]
+        self.assertEqual([], superblock.out_of_sync(heads, [OWN, OTHER]))
+        heads[1] = superblock.parse(make(2, both))
+        self.assertEqual([OTHER], superblock.out_of_sync(heads,
+                                                         [OWN, OTHER]))
+        failed = {OWN: CONFIGURED, OTHER: FAILED}
+        heads = [superblock.parse(make(4, failed))] * 2
+        self.assertEqual([OTHER], superblock.out_of_sync(heads,
+                                                         [OWN, OTHER]))
+
+    def test_never_attached(self):
+        self.assertEqual([], superblock.out_of_sync([None, None],
+                                                    [OWN, OTHER]))
