@@ -169,7 +169,8 @@ class SpdkVhostDriver(driver.VolumeDriver):
 
     def create_volume_from_snapshot(self, volume, snapshot):
         validation.check_volume(volume)
-        self.replicas.refuse(volume, 'Creating from a snapshot')
+        self.replicas.check_layout(snapshot.volume, volume)
+        self.replicas.check_room(volume)
         limits = self.pools.limits(volume.volume_type_id, volume.size)
         with operation.running('create volume %s from snapshot %s'
                                % (volume.id, snapshot.id),
@@ -178,13 +179,14 @@ class SpdkVhostDriver(driver.VolumeDriver):
             snap = self.pools.get_snapshot(snapshot)
             alias = self.pools.clone(snap.alias, volume, rb)
             self.pools.finish(alias, volume, limits, snap.size_mib)
+            self.replicas.clone(volume, snap, alias, limits, rb)
         return None
 
     def create_cloned_volume(self, volume, src_vref):
         """Hidden snapshot of the source, and a thin clone of it."""
         validation.check_volume(volume)
-        self.replicas.refuse(src_vref, 'Cloning')
-        self.replicas.refuse(volume, 'Cloning')
+        self.replicas.check_layout(src_vref, volume)
+        self.replicas.check_room(volume)
         limits = self.pools.limits(volume.volume_type_id, volume.size)
         hidden = lvols.hidden_snapshot_name(volume.id)
         with operation.running('clone volume %s to %s'
@@ -194,12 +196,20 @@ class SpdkVhostDriver(driver.VolumeDriver):
                                locks.slock(hidden)) as rb:
             src = self.pools.get(src_vref)
             snap_alias = lvols.alias(src.lvs, hidden)
-            with rb.change('delete hidden snapshot %s' % snap_alias,
-                           self.pools.delete_lvol, snap_alias):
-                self.client.bdev_lvol_snapshot(src.alias, hidden)
+            self.replicas.snapshot(src_vref, src, lambda: self._snapshot(
+                src.alias, snap_alias, rb))
             alias = self.pools.clone(snap_alias, volume, rb)
             self.pools.finish(alias, volume, limits, src.size_mib)
+            self.replicas.clone(volume, self.pools.lvol(snap_alias), alias,
+                                limits, rb)
         return None
+
+    def _snapshot(self, alias, snap_alias, rb):
+        """Snapshot lvol ``alias`` as ``snap_alias``, undone by ``rb``."""
+        with rb.change('delete snapshot %s' % snap_alias,
+                       self.pools.delete_lvol, snap_alias):
+            self.client.bdev_lvol_snapshot(alias,
+                                           snap_alias.partition('/')[2])
 
     def revert_to_snapshot(self, context, volume, snapshot):
         """Swap the volume's lvol for a fresh clone of the snapshot.
@@ -227,12 +237,14 @@ class SpdkVhostDriver(driver.VolumeDriver):
     # -- snapshots -------------------------------------------------------
 
     def create_snapshot(self, snapshot):
-        self.replicas.refuse(snapshot.volume, 'A snapshot')
+        """A snapshot of the lvol; of a replicated volume, its own copy's."""
         with operation.running('create snapshot %s' % snapshot.id,
                                locks.vlock(snapshot.volume_id),
-                               locks.slock(snapshot.name)):
+                               locks.slock(snapshot.name)) as rb:
             lvol = self.pools.get(snapshot.volume)
-            self.client.bdev_lvol_snapshot(lvol.alias, snapshot.name)
+            self.replicas.snapshot(snapshot.volume, lvol, lambda: (
+                self._snapshot(lvol.alias, lvols.alias(lvol.lvs,
+                                                       snapshot.name), rb)))
         return None
 
     def delete_snapshot(self, snapshot):

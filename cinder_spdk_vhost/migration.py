@@ -117,24 +117,37 @@ class Mover(pools.Part):
         self.target_id = replicas.target_id
 
     def retype(self, volume, new_type, host):
-        """QoS in place, or a move; False for Cinder's own migration.
+        """QoS in place, a move, or a new number of copies; else False.
 
-        A replicated volume keeps its copies: no move, and no change in
-        their number (Cinder's migration then refuses it too).
+        A replicated volume's copies do not move between pools; their
+        number changes between 2 and 3 while it is detached
+        (:meth:`replication.Replicas.recount`). Anything else is left to
+        Cinder's migration, which refuses it.
         """
         dest = self._destination(volume, host)
         if dest is None:
             return False
+        type_id = new_type['id'] if new_type else None
         copies = self.replicas.copies(volume)
-        if copies != replication.copies_of_type(
-                new_type['id'] if new_type else None) or (
-                copies > 1 and dest != self.pools.pool(volume)):
-            LOG.info('Volume %s: the driver does not change the number or '
-                     'place of its copies', volume.id)
+        wanted = replication.copies_of_type(type_id)
+        limits = self.pools.limits(type_id, volume.size)
+        if copies > 1 and dest != self.pools.pool(volume):
+            LOG.info('Volume %s: the driver does not move the copies of a '
+                     'replicated volume', volume.id)
             return False
-        limits = self.pools.limits(new_type['id'] if new_type else None,
-                                   volume.size)
-        if dest != self.pools.pool(volume):
+        if copies != wanted:
+            if min(copies, wanted) == 1 or _attached(volume):
+                LOG.info('Volume %(vol)s: the driver changes the number of '
+                         'copies of a detached volume between 2 and 3 only '
+                         '(%(old)d to %(new)d asked)',
+                         {'vol': volume.id, 'old': copies, 'new': wanted})
+                return False
+            with operation.running('retype volume %s to %d copies'
+                                   % (volume.id, wanted),
+                                   locks.vlock(volume.id)) as rb:
+                self.replicas.recount(volume, self.pools.get(volume), wanted,
+                                      limits, rb)
+        elif dest != self.pools.pool(volume):
             if _attached(volume):
                 LOG.info('Volume %(vol)s is attached: the driver does not '
                          'move it to pool %(pool)s',

@@ -15,19 +15,34 @@ is no record to go stale; a target that does not answer fails the
 operation, with what it made undone, rather than leave a copy behind or
 make a volume with fewer copies than its type promises.
 
-The compute host's RAID1 keeps a superblock at the start of every copy,
-so an lvol's bytes are not the guest's disk: what reads or writes a
-volume's data on the storage side (images, backups, snapshots, clones,
-moves between pools) is refused for replicated volumes.
+The compute host's RAID1 keeps a superblock at the start of every copy
+(:mod:`superblock`), so an lvol's bytes are not the guest's disk.
+Snapshots and clones work on whole copies and keep that layout: a
+snapshot is taken of the volume's own copy alone, once its superblock and
+the others' prove that copy was in sync, and every copy of a clone is
+made from that one snapshot (:mod:`remote_copy` for the other targets),
+so no two copies of a clone can differ, whatever the guest wrote during
+the snapshot. A clone's copies then have their superblock wiped: it is
+the source's mirror, and the compute host makes the clone its own. What
+reads or writes the guest's bytes on the storage side (images, backups,
+moves between pools) is still refused for replicated volumes, as is a
+clone between a replicated volume and a single-copy one: their data does
+not start at the same offset.
 """
+
+import contextlib
 
 from cinder import exception
 from cinder.volume import volume_types
 from oslo_log import log
 
+from cinder_spdk_vhost import dd
 from cinder_spdk_vhost import export
 from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import pools
+from cinder_spdk_vhost import remote_copy
+from cinder_spdk_vhost import rollback
+from cinder_spdk_vhost import superblock
 from spdk_vhost_core import exception as rpc_exc
 from spdk_vhost_core import replicas as wire
 
@@ -81,6 +96,16 @@ class Replicas(pools.Part):
                         'host\'s RAID1 superblock'
                         % (what, volume.id, EXTRA_SPEC))
 
+    def check_layout(self, source, volume):
+        """Refuse a clone between a replicated and a single-copy volume."""
+        if (self.copies(source) > 1) != (self.copies(volume) > 1):
+            raise exception.VolumeDriverException(
+                message='volume %s cannot be made from volume %s: one is '
+                        'replicated (%s) and the other is not, and a '
+                        'replicated volume\'s data starts after the compute '
+                        'host\'s RAID1 superblock' % (volume.id, source.id,
+                                                      EXTRA_SPEC))
+
     def check_room(self, volume):
         """Refuse a type asking for more copies than there are targets."""
         wanted = self.copies(volume)
@@ -116,26 +141,35 @@ class Replicas(pools.Part):
         """How many copies a new 1 GiB volume could have now."""
         return 1 + len(self._candidates(1))
 
-    def place(self, volume, limits, rb):
-        """Make the volume's other copies, each on its own target."""
-        wanted = self.copies(volume) - 1
+    def place(self, volume, limits, rb, wanted=None, skip=()):
+        """Make the volume's other copies, each on its own target.
+
+        ``wanted``: how many (all but its own, by default), on peers not
+        in ``skip``; returns [(peer, alias)] of those made.
+        """
+        if wanted is None:
+            wanted = self.copies(volume) - 1
         if not wanted:
-            return
-        found = self._candidates(volume.size)
+            return []
+        found = [item for item in self._candidates(volume.size)
+                 if item[1] not in skip]
         if len(found) < wanted:
             raise exception.VolumeBackendAPIException(
                 data='volume %s needs %d copies on other storage targets; '
                      'only %d of spdk_replica_targets (%s) answer with '
                      'room for it' % (volume.id, wanted, len(found),
                                       ', '.join(map(str, self.peers))))
+        made = []
         for _free, peer, lvs in found[:wanted]:
             alias = peer.pools.create_lvol(
                 volume, rb, name=replica_name(volume.id), lvs=lvs)
             peer.pools.new_qos(alias, limits)
+            made.append((peer, alias))
         LOG.info('Volume %(vol)s has copies on %(targets)s',
                  {'vol': volume.id, 'targets': ', '.join(
                      [self.target_id] + [str(peer) for _f, peer, _l
                                          in found[:wanted]])})
+        return made
 
     def holders(self, volume):
         """(peer, lvol) of each copy; a peer that does not answer raises."""
@@ -146,6 +180,133 @@ class Replicas(pools.Part):
             if lvol is not None:
                 found.append((peer, lvol))
         return found
+
+    def every_copy(self, volume):
+        """:meth:`holders`; fewer copies than the type promises raise."""
+        held = self.holders(volume)
+        wanted = self.copies(volume)
+        if len(held) + 1 < wanted:
+            raise exception.VolumeBackendAPIException(
+                data='volume %s has %d of its %d copies (on %s)'
+                     % (volume.id, len(held) + 1, wanted,
+                        ', '.join([self.target_id] +
+                                  [str(peer) for peer, _l in held])))
+        return held
+
+    # -- snapshots and clones --------------------------------------------
+
+    @contextlib.contextmanager
+    def _reached(self, exporter, lvol, volume_id):
+        """spdk_dd's way to a copy, through its own export; gone after."""
+        with rollback.Cleanup('reach %s' % lvol.alias) as cleanup:
+            yield dd.scratch_export(exporter, lvol.uuid, volume_id, cleanup,
+                                    lvol.name)
+
+    def _head(self, exporter, lvol, volume_id):
+        """The RAID superblock at the start of a copy, or None."""
+        with self._reached(exporter, lvol, volume_id) as (params, secrets):
+            return superblock.parse(dd.read_head(
+                self.conf, params, secrets, superblock.HEAD_BYTES))
+
+    def _wipe(self, exporter, lvol, volume_id):
+        """Zero the superblock a copy carries (its source's, or stale)."""
+        with self._reached(exporter, lvol, volume_id) as (params, secrets):
+            dd.zero_head(self.conf, params, secrets, superblock.HEAD_BYTES)
+
+    def snapshot(self, volume, lvol, take):
+        """Run ``take()``, the own copy's snapshot, and prove it sound.
+
+        The compute host writes to every copy, but a copy failed out of
+        its mirror, or still being rebuilt, lacks writes: its snapshot
+        would not be the guest's disk. Its own superblock is read before
+        the snapshot and every other copy's after
+        (:func:`superblock.unsound_snapshot`); ``take`` registers the
+        snapshot's undo on the operation's rollback, so a refusal leaves
+        nothing. Costs a ``spdk_dd`` read of 4 KiB per copy.
+        """
+        if self.copies(volume) == 1:
+            return take()
+        before = self._head(self.exporter, lvol, volume.id)
+        taken = take()
+        others = [self._head(peer.exporter, copy, volume.id)
+                  for peer, copy in self.every_copy(volume)]
+        why = superblock.unsound_snapshot(before, others, lvol.uuid)
+        if why:
+            raise exception.VolumeBackendAPIException(
+                data='snapshot of replicated volume %s refused: %s. Repair '
+                     'it on its compute host (spdk-vhost-replicas repair) '
+                     'and retry' % (volume.id, why))
+        LOG.info('Snapshot of volume %(vol)s taken on its own copy, in '
+                 'sync with its %(count)d others', {'vol': volume.id,
+                                                    'count': len(others)})
+        return taken
+
+    def clone(self, volume, snap, alias, limits, rb):
+        """Make the other copies of ``volume``, cloned as ``alias``.
+
+        Every copy comes from ``snap``, the one snapshot the own copy
+        ``alias`` was cloned from, so they are identical; each then has
+        its inherited superblock wiped.
+        """
+        if self.copies(volume) == 1:
+            return
+        self._wipe(self.exporter, self.pools.lvol(alias), volume.id)
+        self._copy_to_peers(volume, snap, self.place(volume, limits, rb))
+
+    def recount(self, volume, lvol, copies, limits, rb):
+        """Give detached ``volume`` (own copy ``lvol``) ``copies`` copies.
+
+        Between 2 and 3 only: a single copy's data starts at offset 0,
+        not after the superblock. Every copy must be in sync (its
+        superblock says so); a new one is copied from a snapshot of the
+        own copy, a dropped one deleted. Then every superblock is wiped:
+        a mirror cannot change its number of members, so the next attach
+        builds one of the new count over the identical copies.
+        """
+        held = self.every_copy(volume)
+        if len(held) + 1 == copies:
+            return
+        heads = [self._head(self.exporter, lvol, volume.id)] + [
+            self._head(peer.exporter, copy, volume.id)
+            for peer, copy in held]
+        stale = superblock.out_of_sync(
+            heads, [lvol.uuid] + [copy.uuid for _p, copy in held])
+        if stale:
+            raise exception.VolumeBackendAPIException(
+                data='volume %s: its copies %s are out of sync; attach it '
+                     'and repair it (spdk-vhost-replicas repair) before '
+                     'changing its number of copies'
+                     % (volume.id, ', '.join(stale)))
+        if copies > len(held) + 1:
+            self._add_copies(volume, lvol, copies - len(held) - 1, limits,
+                             rb, [peer for peer, _copy in held])
+        kept = [(self.exporter, lvol)] + [
+            (peer.exporter, copy) for peer, copy in held[:copies - 1]]
+        for (exporter, copy), head in zip(kept, heads):
+            if head is not None:
+                self._wipe(exporter, copy, volume.id)
+        for peer, copy in held[copies - 1:]:
+            peer.pools.delete_lvol(copy.alias)
+            LOG.info('Dropped the copy of volume %(vol)s on %(peer)s',
+                     {'vol': volume.id, 'peer': peer})
+
+    def _add_copies(self, volume, lvol, count, limits, rb, skip):
+        """``count`` new copies from a snapshot of the own copy."""
+        frozen = lvols.alias(lvol.lvs, lvols.temp_name('copy-src', volume.id))
+        with rollback.Cleanup('copy volume %s' % volume.id) as cleanup:
+            with cleanup.change('delete snapshot %s' % frozen,
+                                self.pools.delete_lvol, frozen):
+                self.client.bdev_lvol_snapshot(lvol.alias,
+                                               frozen.partition('/')[2])
+            self._copy_to_peers(volume, self.pools.lvol(frozen),
+                                self.place(volume, limits, rb, count, skip))
+
+    def _copy_to_peers(self, volume, snap, made):
+        """Copy ``snap`` into each new copy; [(peer, lvol)] of them."""
+        copies = [(peer, peer.pools.lvol(alias)) for peer, alias in made]
+        remote_copy.copy_snapshot(self.client, self.conf, snap, copies,
+                                  volume.id)
+        return copies
 
     # -- changes to every copy -------------------------------------------
 
@@ -178,14 +339,7 @@ class Replicas(pools.Part):
         otherwise get fewer copies than its volume type promises.
         """
         host_nqn = export.require_host_nqn(connector)
-        held = self.holders(volume)
-        wanted = self.copies(volume)
-        if len(held) + 1 < wanted:
-            raise exception.VolumeBackendAPIException(
-                data='volume %s has %d of its %d copies (on %s)'
-                     % (volume.id, len(held) + 1, wanted,
-                        ', '.join([self.target_id] +
-                                  [str(peer) for peer, _l in held])))
+        held = self.every_copy(volume)
         exports = [(self.pools, volume.name, lvol, self.target_id)] + [
             (peer.pools, lvol.name, lvol, peer.target_id)
             for peer, lvol in held]

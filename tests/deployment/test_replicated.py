@@ -3,8 +3,9 @@
 The deployment's backend keeps second copies on its replica target (an
 idle ``nvmf_tgt``, ``spdk_replica_targets``). A tenant's volume type
 with ``spdk:replicas`` = 2 gets a copy on each target, scheduled by the
-backend's ``spdk_max_replicas``; extend reaches both copies, what would
-touch one copy only goes to error, and delete leaves nothing anywhere.
+backend's ``spdk_max_replicas``; extend reaches both copies, a volume
+made from a snapshot gets both copies too, and delete leaves nothing
+anywhere.
 """
 
 from tests.deployment import base
@@ -54,16 +55,18 @@ class TestReplicated(base.DeploymentTestCase):
         self.assertEqual(2 * 1024 ** 3,
                          self.size(self.lvol('volume-%s' % vol.id)))
 
-        # A snapshot would hold one copy's bytes: refused, the volume
-        # untouched.
-        snap = self.cinder.volume_snapshots.create(vol.id)
-        self.addCleanup(self._forget, self.cinder.volume_snapshots, snap.id)
-        self.wait_status(self.cinder.volume_snapshots, snap.id, 'error')
-        self.delete_snapshot(snap.id)
-        self.wait_status(self.cinder.volumes, vol.id, 'available')
+        # A snapshot is its own copy's; a volume made from it (of the
+        # snapshot's type, as Cinder's API has it) gets both copies from
+        # that one snapshot.
+        snap = self.create_snapshot(vol.id)
+        clone = self.create_volume(2, snapshot_id=snap.id)
+        self.assertEqual(2 * 1024 ** 3, self.size(self.copy_of(clone)))
 
+        self.delete_volume(clone.id)
+        self.delete_snapshot(snap.id)
         self.delete_volume(vol.id)
         self.assertIsNone(self.copy_of(vol))
+        self.assertIsNone(self.copy_of(clone))
         self.assertEqual([], [s['nqn'] for s in self.replica_rpc(
             'nvmf_get_subsystems') if s['subtype'] == 'NVMe'])
 

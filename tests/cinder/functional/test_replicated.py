@@ -10,20 +10,31 @@ what the driver cannot do for a replicated volume is refused, not done
 to one copy.
 """
 
+import hashlib
+import io
+import os
+import shlex
+import subprocess
 import time
 
 from cinder import exception
+import fixtures
 from oslo_config import cfg
 from oslo_config import fixture as config_fixture
 
 from cinder_spdk_vhost import peers
 from cinder_spdk_vhost import replication
+from cinder_spdk_vhost import superblock
 from os_brick_connector import connector
 from os_brick_connector import options
 from os_brick_connector import privileged
+from os_brick_connector import replicas as mirror
+from os_brick_connector import replicas_cmd
 from spdk_vhost_core import replicas as wire
 from spdk_vhost_core import spdk_rpc
 from testbed import net
+from testbed import spdk_build
+from testbed import spdk_dd
 from testbed import spdk_target
 from tests.cinder import base
 from tests.cinder.functional import test_driver
@@ -47,6 +58,9 @@ class ReplicatedTestCase(test_driver.DriverTestCase):
         super().setUp()
 
     def make_driver(self, **overrides):
+        overrides.setdefault('spdk_dd_path', spdk_build.app_path('spdk_dd'))
+        overrides.setdefault('spdk_image_staging_dir', self.useFixture(
+            fixtures.TempDir()).path)
         for name, (target_id, size_mib) in sorted(PEERS.items()):
             if name not in self.peers:
                 self.peers[name] = self.start_peer(name, target_id,
@@ -69,8 +83,10 @@ class ReplicatedTestCase(test_driver.DriverTestCase):
         return target
 
     def restart_peer(self, name):
-        """Start a killed peer again; its lvstore's file is still there."""
-        target = self.peers[name]
+        self.reopen(self.peers[name])
+
+    def reopen(self, target):
+        """Start a killed target again; its lvstore's file is still there."""
         target.start()
         base_bdev = '%s_base' % base.LVS
         target.rpc('bdev_aio_create', {
@@ -196,9 +212,8 @@ class PlacementTest(ReplicatedTestCase):
 
     def test_what_would_touch_one_copy_is_refused(self):
         volume = self.created(vtype=self.replicated(2))
-        snapshot = self.make_snapshot(volume)
         for call, args in [
-                (self.driver.create_snapshot, (snapshot,)),
+                # Its data starts after the superblock; a plain one's not.
                 (self.driver.create_cloned_volume,
                  (self.make_volume(), volume)),
                 (self.driver.copy_volume_to_image,
@@ -221,8 +236,8 @@ class PlacementTest(ReplicatedTestCase):
         self.assertEqual([2], [pool['spdk_max_replicas'] for pool in pools])
 
 
-class AttachTest(ReplicatedTestCase):
-    """The real connector on a compute target mirrors the exports."""
+class ComputeTestCase(ReplicatedTestCase):
+    """Plus a compute target, where the real connector mirrors copies."""
 
     def setUp(self):
         super().setUp()
@@ -242,6 +257,25 @@ class AttachTest(ReplicatedTestCase):
         with spdk_rpc.SpdkClient.from_conf(conf.spdk_vhost) as client:
             self.host = connector.SpdkVhostConnector.get_connector_properties(
                 None, conf=conf.spdk_vhost, client=client)
+
+    def wait_for(self, check, timeout=30):
+        deadline = time.monotonic() + timeout
+        while not check():
+            if time.monotonic() > deadline:
+                self.fail('still not so after %ss' % timeout)
+            time.sleep(0.2)
+
+    def attach(self, volume):
+        props = self.driver.initialize_connection(volume, self.host)['data']
+        return props, self.connector.connect_volume(props)
+
+    def detach(self, volume, props, info):
+        self.connector.disconnect_volume(props, info)
+        self.driver.terminate_connection(volume, self.host)
+
+
+class AttachTest(ComputeTestCase):
+    """The real connector on a compute target mirrors the exports."""
 
     def test_attach_mirrors_every_copy_and_detach_unexports_all(self):
         volume = self.created(vtype=self.replicated(3))
@@ -274,13 +308,6 @@ class AttachTest(ReplicatedTestCase):
         [raid] = self.compute.rpc('bdev_get_bdevs', {'name': volume.id})
         return raid['num_blocks'] * raid['block_size']
 
-    def wait_for(self, check, timeout=30):
-        deadline = time.monotonic() + timeout
-        while not check():
-            if time.monotonic() > deadline:
-                self.fail('still not so after %ss' % timeout)
-            time.sleep(0.2)
-
     def test_attach_where_a_copy_lives_is_refused(self):
         volume = self.created(vtype=self.replicated(2))
         here = dict(self.host, spdk_target_id='storage-c')
@@ -289,3 +316,243 @@ class AttachTest(ReplicatedTestCase):
         # Refused before any export: no subsystem (NQNs have colons).
         self.assertEqual([], [item for item in self.everything()
                               if ':' in item[1]])
+
+
+class Writer(object):
+    """spdk_dd rewriting a compute target's bdev: a guest's writes.
+
+    A shell loop runs it generation after generation, through the same
+    RAID1 a guest's vhost controller would use. Each generation writes
+    :data:`WRITTEN` bytes of one of two patterns, so every 4 KiB block
+    read later is one or the other, whole.
+    """
+
+    WRITTEN = 8 * MIB
+
+    def __init__(self, test, bdev):
+        self.workdir = test.useFixture(fixtures.TempDir()).path
+        self.dd = spdk_dd.NvmfDd(test.compute, self.workdir)
+        self.bdev = bdev
+        self.patterns = []
+        self.commands = []
+        for seed in 'AB':
+            path = os.path.join(self.workdir, seed)
+            with open(path, 'wb') as out:
+                out.write(pattern(seed, self.WRITTEN))
+            self.patterns.append(pattern(seed, self.WRITTEN))
+            cmd, self.env = self.dd.command(bdev, ['--if', path,
+                                                   '--ob', 'ddn1'])
+            self.commands.append(shlex.join(cmd))
+        self.count = os.path.join(self.workdir, 'written')
+        self.process = None
+
+    def once(self):
+        subprocess.run(self.commands[0], shell=True, env=self.env,
+                       check=True, capture_output=True)
+
+    def start(self):
+        """Loop A, B, A... each run appending a line to the count file."""
+        script = 'while :; do %s && echo >> %s || exit 1; done' % (
+            ' && echo >> {0} && '.format(shlex.quote(self.count)).join(
+                self.commands), shlex.quote(self.count))
+        self.process = subprocess.Popen(script, shell=True, env=self.env,
+                                        stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)
+
+    def written(self):
+        if not os.path.exists(self.count):
+            return 0
+        with open(self.count) as src:
+            return len(src.read())
+
+    def stop(self):
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+        self.dd.unexport(self.bdev)
+
+    def check_blocks(self, test, data):
+        """Every 4 KiB block of ``data`` is one pattern's, whole."""
+        for offset in range(0, len(data), spdk_dd.BLOCK):
+            block = data[offset:offset + spdk_dd.BLOCK]
+            test.assertIn(block, [p[offset:offset + spdk_dd.BLOCK]
+                                  for p in self.patterns], offset)
+
+
+def pattern(seed, length):
+    block = (b'%s-replica-pattern:' % seed.encode()) * 256
+    return (block * (length // len(block) + 1))[:length]
+
+
+class CloneTest(ComputeTestCase):
+    """Snapshots and clones of a replicated volume a writer is using."""
+
+    # A rebuild writes every block of the copy: room for all of it.
+    LVS_MIB = 1536
+
+    def copy_bytes(self, volume, length):
+        """Target id -> the first ``length`` bytes of each of its copies."""
+        workdir = self.useFixture(fixtures.TempDir()).path
+        targets = {'storage-target': self.target}
+        targets.update({tid: self.peers[sec]
+                        for sec, (tid, _size) in PEERS.items()})
+        return {tid: spdk_dd.read_once(targets[tid], bdev['name'], length,
+                                       workdir)
+                for tid, bdev in self.copies(volume).items()}
+
+    def assertSameBytes(self, expected, found, what=None):
+        """Equal bytes; a failure names digests, not megabytes."""
+        self.assertEqual(hashlib.sha256(expected).hexdigest(),
+                         hashlib.sha256(found).hexdigest(), what)
+
+    def wait_written(self, writer, count):
+        self.wait_for(lambda: writer.written() >= count, timeout=120)
+
+    def test_a_clone_of_a_volume_being_written_has_identical_copies(self):
+        vtype = self.replicated(2)
+        volume = self.created(vtype=vtype)
+        props, info = self.attach(volume)
+        writer = Writer(self, volume.id)
+        writer.once()
+        writer.start()
+        self.wait_written(writer, 1)
+        snapshot = self.make_snapshot(volume)
+        self.driver.create_snapshot(snapshot)
+        # The writer went on during the snapshot and after it.
+        self.wait_written(writer, writer.written() + 1)
+        writer.stop()
+        self.detach(volume, props, info)
+
+        clone = self.make_volume(vtype=vtype)
+        self.driver.create_volume_from_snapshot(clone, snapshot)
+        end = superblock.DATA_OFFSET + Writer.WRITTEN
+        copies = self.copy_bytes(clone, end)
+        self.assertEqual(2, len(copies))
+        own, other = copies.pop('storage-target'), copies.popitem()[1]
+        self.assertSameBytes(own, other, 'the copies of the clone differ')
+        # The source's superblock is wiped: the clone's mirror is its own.
+        self.assertEqual(bytes(superblock.HEAD_BYTES),
+                         own[:superblock.HEAD_BYTES])
+        writer.check_blocks(self, own[superblock.DATA_OFFSET:])
+
+        # The compute host mirrors the clone afresh: the guest's disk is
+        # the snapshot's, and a new superblock names the clone.
+        props, info = self.attach(clone)
+        [raid] = self.compute.rpc('bdev_raid_get_bdevs', {'category': 'all'})
+        self.assertEqual((clone.id, 'online', 2),
+                         (raid['name'], raid['state'],
+                          raid['num_base_bdevs_operational']))
+        disk = spdk_dd.read_once(self.compute, clone.id, Writer.WRITTEN,
+                                 writer.workdir)
+        self.assertSameBytes(own[superblock.DATA_OFFSET:], disk,
+                             'the clone\'s disk is not its copies\' data')
+        self.detach(clone, props, info)
+        uuids = {tid: bdev['uuid'] for tid, bdev in self.copies(clone).items()}
+        for tid, head in self.copy_bytes(clone, superblock.HEAD_BYTES).items():
+            self.assertTrue(superblock.parse(head).in_sync(uuids[tid]), tid)
+
+        self.driver.delete_volume(clone)
+        self.driver.delete_snapshot(snapshot)
+        self.driver.delete_volume(volume)
+        self.assertEqual([], self.everything())
+
+    def test_a_snapshot_of_a_stale_own_copy_waits_for_the_repair(self):
+        volume = self.created(vtype=self.replicated(2))
+        props, info = self.attach(volume)
+        writer = Writer(self, volume.id)
+        writer.once()
+        self.target.kill()
+        # Degraded: the RAID fails the own copy out and writes on.
+        writer.once()
+        self.reopen(self.target)
+        snapshot = self.make_snapshot(volume)
+        err = self.assertRaises(exception.VolumeBackendAPIException,
+                                self.driver.create_snapshot, snapshot)
+        self.assertIn('newer RAID superblock', str(err))
+        self.assertNotIn(snapshot.name, self.lvol_names())
+
+        # Its export back (the target kept no config), then the repair.
+        self.driver.check_for_setup_error()
+        self.driver.initialize_connection(volume, self.host)
+        client = self.connector.client
+        # Repair is a no-op until the NVMe controller has reconnected.
+        self.wait_for(lambda: mirror.repair(
+            client, props, self.connector.conf)['state'] == mirror.ONLINE,
+            timeout=120)
+        self.driver.create_snapshot(snapshot)
+        self.assertIn(snapshot.name, self.lvol_names())
+        writer.stop()
+        self.detach(volume, props, info)
+        self.driver.delete_snapshot(snapshot)
+        self.driver.delete_volume(volume)
+        self.assertEqual([], self.everything())
+
+    def test_two_copies_become_three_and_two_again(self):
+        volume = self.created(vtype=self.replicated(2))
+        props, info = self.attach(volume)
+        writer = Writer(self, volume.id)
+        writer.once()
+        writer.dd.unexport(volume.id)
+        self.detach(volume, props, info)
+        host = {'host': base.HOST + '#' + base.LVS}
+
+        self.assertEqual((True, None), self.driver.retype(
+            self.ctxt, volume, self.replicated(3), {}, host))
+        volume.volume_type_id = self.replicated(3)['id']
+        self.assertEqual(3, len(self.copies(volume)))
+        # The next attach mirrors all three, the data on each.
+        props, info = self.attach(volume)
+        [raid] = self.compute.rpc('bdev_raid_get_bdevs', {'category': 'all'})
+        self.assertEqual(('online', 3), (raid['state'],
+                                         raid['num_base_bdevs_operational']))
+        self.assertSameBytes(writer.patterns[0], spdk_dd.read_once(
+            self.compute, volume.id, Writer.WRITTEN, writer.workdir))
+        self.detach(volume, props, info)
+        for data in self.copy_bytes(volume, superblock.DATA_OFFSET +
+                                    Writer.WRITTEN).values():
+            self.assertSameBytes(writer.patterns[0],
+                                 data[superblock.DATA_OFFSET:])
+
+        self.assertEqual((True, None), self.driver.retype(
+            self.ctxt, volume, self.replicated(2), {}, host))
+        self.assertEqual(2, len(self.copies(volume)))
+        self.driver.delete_volume(volume)
+        self.assertEqual([], self.everything())
+
+
+class WatchTest(ComputeTestCase):
+    """spdk-vhost-replicas watch on the compute host, on real SPDK."""
+
+    def test_a_returning_copy_is_added_back_by_the_watcher(self):
+        volume = self.created(vtype=self.replicated(2))
+        props, info = self.attach(volume)
+        [peer] = [name for name, (tid, _size) in PEERS.items()
+                  if tid in self.copies(volume)]
+        writer = Writer(self, volume.id)
+        self.peers[peer].kill()
+        writer.once()  # its copy fails out; the mirror writes on
+        out, seen = io.StringIO(), {}
+        replicas_cmd.watch_once(self.connector.client, out, seen)
+        self.assertIn('%s degraded 1/2 in sync' % volume.id, out.getvalue())
+
+        # The target back with its export (it kept no config): the NVMe
+        # controller reconnects by itself, the watcher adds it back.
+        self.restart_peer(peer)
+        self.driver.check_for_setup_error()
+        self.driver.initialize_connection(volume, self.host)
+        client = self.connector.client
+        self.wait_for(lambda: replicas_cmd.watch_once(client, out, seen)
+                      or mirror.status(client, volume.id)['state'] ==
+                      mirror.ONLINE, timeout=120)
+        replicas_cmd.watch_once(client, out, seen)
+        lines = out.getvalue().splitlines()
+        self.assertIn('rebuilding', ' '.join(lines))
+        self.assertEqual('%s online 2/2 in sync' % volume.id, lines[-1])
+        # Nothing changes: nothing more is said.
+        replicas_cmd.watch_once(client, out, seen)
+        self.assertEqual(lines, out.getvalue().splitlines())
+
+        writer.stop()
+        self.detach(volume, props, info)
+        self.driver.delete_volume(volume)
+        self.assertEqual([], self.everything())
