@@ -15,12 +15,21 @@ lost replica's NVMe controller that reconnected (the default
 ``data`` of Nova's connection_info, or all of it) it also attaches again
 a controller SPDK gave up.
 
+``spdk-vhost-replicas watch`` does that repair by itself: every
+``--interval`` seconds it adds back each lost replica whose NVMe
+controller has reconnected (its storage target is back), one rebuild at
+a time per volume, and prints a line whenever a volume's state changes
+(``etc/systemd/spdk-vhost-replicas-watch.service`` runs it, its lines
+going to the journal). A controller SPDK gave up still needs ``repair
+--properties``.
+
 It reads the ``[spdk_vhost]`` options from nova.conf (``--config-file``).
 """
 
 import argparse
 import json
 import sys
+import time
 
 from os_brick import exception as brick_exc
 from oslo_config import cfg
@@ -137,6 +146,55 @@ def repair(client, conf, volume_id, properties_file=None, out=sys.stdout):
     return EXIT[state['state']]
 
 
+def _change(state):
+    """What a watcher reports a change of (not each percent rebuilt)."""
+    return (state['state'], tuple(state['members']), state['missing'],
+            (state['rebuilding'] or {}).get('member'), tuple(state['lost']))
+
+
+def watch_once(client, out, seen):
+    """One round of the watcher; ``seen``: volume -> last change, updated.
+
+    A volume degraded with no rebuild under way gets its reconnected
+    replicas added back; one SPDK refuses is tried again next round.
+    """
+    volumes = attached(client)
+    for volume_id in [vid for vid in seen if vid not in volumes]:
+        del seen[volume_id]
+    for volume_id, raid in sorted(volumes.items()):
+        state = describe(client, volume_id, raid)
+        if (state['state'] == replicas.DEGRADED and not state['rebuilding']
+                and any(nvme == 'enabled' for _n, nvme in state['lost'])):
+            try:
+                readd(client, volume_id)
+            except spdk_exc.SpdkVhostError as err:
+                out.write('%s: could not add a replica back: %s\n'
+                          % (volume_id, err))
+            state = describe(client, volume_id,
+                             replicas.find(client, volume_id))
+        if seen.get(volume_id) != _change(state):
+            seen[volume_id] = _change(state)
+            out.write(_line(state) + '\n')
+    out.flush()
+
+
+def watch(client, out, interval, rounds=None):
+    """Run :func:`watch_once` every ``interval`` s (``rounds`` times)."""
+    seen = {}
+    done = 0
+    while rounds is None or done < rounds:
+        try:
+            watch_once(client, out, seen)
+        except spdk_exc.SpdkVhostError as err:
+            # The compute target restarting: try again next round.
+            out.write('spdk-vhost-replicas watch: %s\n' % err)
+            out.flush()
+        done += 1
+        if rounds is None or done < rounds:
+            time.sleep(interval)
+    return 0
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(
         prog='spdk-vhost-replicas',
@@ -153,6 +211,10 @@ def parse_args(argv):
     fix.add_argument('volume_id')
     fix.add_argument('--properties', help='JSON connection properties of '
                      'the volume, to attach a replica SPDK gave up')
+    watcher = sub.add_parser('watch', help='add back reconnected replicas '
+                             'by themselves; print each change of state')
+    watcher.add_argument('--interval', type=float, default=10.0,
+                         help='seconds between rounds (default 10)')
     args = parser.parse_args(argv)
     args.command = args.command or 'list'
     return args
@@ -172,6 +234,8 @@ def main(argv=None, client=None, conf=None, out=sys.stdout):
             conf = load_conf(args.config_file)
         if client is None:
             client = spdk_rpc.SpdkClient.from_conf(conf)
+        if args.command == 'watch':
+            return watch(client, out, args.interval)
         if args.command == 'repair':
             return repair(client, conf, args.volume_id, args.properties,
                           out=out)

@@ -39,6 +39,11 @@ def _names(*listers):
             for _, group in lister.list_opts() for opt in group}
 
 
+def _setup_cfg():
+    with open(os.path.join(ROOT, 'setup.cfg')) as f:
+        return f.read()
+
+
 class SampleConfigTest(base.TestCase):
 
     def test_samples_are_up_to_date(self):
@@ -85,6 +90,8 @@ UNITS = {
     'spdk-vhost.service': ('vhost', False),     # compute: remote attach
     'spdk-nvmf.service': ('nvmf_tgt', True),    # storage
 }
+# Units running this project's commands, not an SPDK application.
+COMMAND_UNITS = {'spdk-vhost-replicas-watch.service': 'spdk-vhost-replicas'}
 # The options each application accepts (its --help, SPDK v26.05) that a
 # unit may use: -S (vhost socket directory) only where vhost is built in.
 COMMON_FLAGS = {'-m': True, '-r': True, '-s': True, '--json': True,
@@ -163,7 +170,20 @@ class SystemdUnitTest(base.TestCase):
     def test_every_unit_is_known(self):
         units = sorted(os.path.basename(p) for p in glob.glob(
             os.path.join(ETC, 'systemd', '*.service')))
-        self.assertEqual(sorted(UNITS), units)
+        self.assertEqual(sorted(list(UNITS) + list(COMMAND_UNITS)), units)
+
+    def test_watcher_unit_runs_the_watch_command(self):
+        from os_brick_connector import replicas_cmd
+        [name] = COMMAND_UNITS
+        [cmd] = [v for _s, k, v in _unit_lines(self.unit_path(name))
+                 if k == 'ExecStart']
+        args = shlex.split(cmd)
+        self.assertEqual(COMMAND_UNITS[name], os.path.basename(args[0]))
+        self.assertIn('%s = ' % COMMAND_UNITS[name], _setup_cfg())
+        parsed = replicas_cmd.parse_args(args[1:])
+        self.assertEqual(('watch', ['/etc/nova/nova.conf'], 10.0),
+                         (parsed.command, parsed.config_file,
+                          parsed.interval))
 
     def test_each_unit_runs_its_application(self):
         from testbed import spdk_build

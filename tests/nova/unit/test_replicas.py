@@ -182,6 +182,42 @@ class TestCommand(base.TestCase):
         self.assertEqual(2, self.run_command(CommandAnswers([]), 'repair',
                                              VOLUME)[0])
 
+    def test_watch_adds_back_and_says_only_changes(self):
+        back = VOLUME + '.0123abcd'
+        client = CommandAnswers([raid('a', None)], [(back, 'enabled')])
+        out, seen = io.StringIO(), {}
+        replicas_cmd.watch_once(client, out, seen)
+        self.assertEqual(
+            [{'raid_bdev': VOLUME, 'base_bdev': back + 'n1'}],
+            [params for method, params in client.calls
+             if method == 'bdev_raid_add_base_bdev'])
+        self.assertIn('%s degraded 1/2 in sync' % VOLUME, out.getvalue())
+        said = out.getvalue()
+        replicas_cmd.watch_once(client, out, seen)
+        self.assertEqual(said, out.getvalue())
+        # Detached: forgotten, said again if it comes back.
+        replicas_cmd.watch_once(CommandAnswers([]), out, seen)
+        self.assertEqual({}, seen)
+
+    def test_watch_rides_out_an_unreachable_target(self):
+        client = FlakyAnswers([raid('a', 'b')])
+        out = io.StringIO()
+        self.assertEqual(0, replicas_cmd.watch(client, out, 0, rounds=2))
+        first, second = out.getvalue().splitlines()
+        self.assertIn('spdk-vhost-replicas watch: ', first)
+        self.assertEqual('%s online 2/2 in sync' % VOLUME, second)
+
+
+class FlakyAnswers(CommandAnswers):
+    """The target's first answer lost (a restart), then the others."""
+
+    def call(self, method, params=None):
+        if not getattr(self, 'failed', False):
+            self.failed = True
+            raise spdk_exc.SpdkRpcError(method, code=None,
+                                        message='connection refused')
+        return super().call(method, params)
+
 
 def export(target, port):
     return {'target_id': target, 'transport': 'tcp',
