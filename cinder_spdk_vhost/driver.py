@@ -124,7 +124,8 @@ class SpdkVhostDriver(driver.VolumeDriver):
         limits = self.pools.limits(volume.volume_type_id, volume.size)
         with operation.running('create volume %s' % volume.id,
                                locks.vlock(volume.id)) as rb:
-            alias = self.pools.create_lvol(volume, rb)
+            alias = self.pools.create_lvol(
+                volume, rb, size_mib=self.replicas.lvol_mib(volume))
             self.pools.new_qos(alias, limits)
             self.replicas.place(volume, limits, rb)
         return None
@@ -163,7 +164,7 @@ class SpdkVhostDriver(driver.VolumeDriver):
         limits = self.pools.limits(volume.volume_type_id, new_size)
         with operation.running('extend volume %s' % volume.id,
                                locks.vlock(volume.id)) as rb:
-            size_mib = lvols.size_in_mib(new_size)
+            size_mib = self.replicas.lvol_mib(volume, new_size)
             self.pools.grow(self.pools.get(volume), size_mib, limits, rb)
             self.replicas.extend(volume, size_mib, limits, rb)
 
@@ -178,7 +179,8 @@ class SpdkVhostDriver(driver.VolumeDriver):
                                locks.slock(snapshot.name)) as rb:
             snap = self.pools.get_snapshot(snapshot)
             alias = self.pools.clone(snap.alias, volume, rb)
-            self.pools.finish(alias, volume, limits, snap.size_mib)
+            self.pools.finish(alias, volume, limits, snap.size_mib,
+                              self.replicas.lvol_mib(volume))
             self.replicas.clone(volume, snap, alias, limits, rb)
         return None
 
@@ -199,7 +201,8 @@ class SpdkVhostDriver(driver.VolumeDriver):
             self.replicas.snapshot(src_vref, src, lambda: self._snapshot(
                 src.alias, snap_alias, rb))
             alias = self.pools.clone(snap_alias, volume, rb)
-            self.pools.finish(alias, volume, limits, src.size_mib)
+            self.pools.finish(alias, volume, limits, src.size_mib,
+                              self.replicas.lvol_mib(volume))
             self.replicas.clone(volume, self.pools.lvol(snap_alias), alias,
                                 limits, rb)
         return None
@@ -230,8 +233,11 @@ class SpdkVhostDriver(driver.VolumeDriver):
             self.client.bdev_lvol_clone(snap.alias, tmp_name)
             tmp = lvols.alias(snap.lvs, tmp_name)
             rb.add('delete %s' % tmp, self.pools.delete_lvol, tmp)
-            self.pools.replace(old, tmp, volume, limits, rb, 'reverted')
+            stale = self.replicas.revert(volume, snap, tmp, limits, rb)
+            self.pools.replace(old, tmp, volume, limits, rb, 'reverted',
+                               self.replicas.lvol_mib(volume))
         with errors.translated('clean up after revert'):
+            self.replicas.drop(stale)
             self.pools.release_parent(old.lvs, old.base_snapshot)
 
     # -- snapshots -------------------------------------------------------

@@ -177,18 +177,19 @@ class Pools(object):
         except rpc_exc.NotFound:
             LOG.debug('lvol %s was already gone', alias)
 
-    def create_lvol(self, volume, rb, name=None, lvs=None):
+    def create_lvol(self, volume, rb, name=None, lvs=None, size_mib=None):
         """Create the empty lvol of ``volume``; return its alias.
 
-        ``name`` and ``lvs``: another name (a replica's) and lvol store
-        than the volume's own.
+        ``name``, ``lvs`` and ``size_mib``: another name (a replica's),
+        lvol store and size than the volume's own.
         """
         lvs = lvs or self.pool(volume)
         name = name or volume.name
         alias = lvols.alias(lvs, name)
         with rb.change('delete lvol %s' % alias, self.delete_lvol, alias):
             self.client.bdev_lvol_create(
-                name, lvols.size_in_mib(volume.size), lvs_name=lvs,
+                name, size_mib or lvols.size_in_mib(volume.size),
+                lvs_name=lvs,
                 thin_provision=self.conf.spdk_thin_provision,
                 clear_method=self.conf.spdk_lvol_clear_method)
         return alias
@@ -204,19 +205,20 @@ class Pools(object):
             self.client.bdev_lvol_clone(snapshot_alias, volume.name)
         return alias
 
-    def finish(self, alias, volume, limits, size_mib=None):
+    def finish(self, alias, volume, limits, size_mib=None, wanted=None):
         """Grow a new lvol to the volume's size, then apply its QoS.
 
         ``size_mib``: the size of the snapshot a clone was just made of
         (its size too); the clone is then neither read back nor has any
-        QoS yet (a new bdev), which saves two round trips.
+        QoS yet (a new bdev), which saves two round trips. ``wanted``:
+        the lvol's size in MiB, if not the volume's.
         """
         if size_mib is None:
             size_mib = self.lvol(alias).size_mib
             apply_qos = self.apply_qos
         else:
             apply_qos = self.new_qos
-        wanted = lvols.size_in_mib(volume.size)
+        wanted = wanted or lvols.size_in_mib(volume.size)
         if size_mib < wanted:
             self.client.bdev_lvol_resize(alias, wanted)
         apply_qos(alias, limits)
@@ -236,15 +238,17 @@ class Pools(object):
                new_alias, old_name)
         return new_alias
 
-    def replace(self, old, new_alias, volume, limits, rb, tag):
+    def replace(self, old, new_alias, volume, limits, rb, tag,
+                wanted=None):
         """Give lvol ``new_alias`` the volume's name; delete ``old``.
 
         The old lvol steps aside under ``<volume name>-<tag>`` first, so
-        each step can be undone until the final delete.
+        each step can be undone until the final delete. ``wanted``: as
+        for :meth:`finish`.
         """
         self.rename(old.alias, '%s-%s' % (volume.name, tag), rb)
         alias = self.rename(new_alias, volume.name, rb)
-        self.finish(alias, volume, limits)
+        self.finish(alias, volume, limits, wanted=wanted)
         self.client.bdev_lvol_delete(
             lvols.alias(old.lvs, '%s-%s' % (volume.name, tag)))
         return alias

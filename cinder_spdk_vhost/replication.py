@@ -87,6 +87,18 @@ class Replicas(pools.Part):
     def copies(self, volume):
         return copies_of_type(volume.volume_type_id)
 
+    def lvol_mib(self, volume, size_gb=None):
+        """The size of each copy: the volume's, plus the superblock's room.
+
+        The compute host's RAID starts the guest's disk 1 MiB into each
+        copy (:data:`superblock.DATA_OFFSET`): without that room a
+        replicated volume would look 1 MiB smaller than it is.
+        """
+        size_mib = lvols.size_in_mib(size_gb or volume.size)
+        if self.copies(volume) > 1:
+            size_mib += superblock.DATA_OFFSET // lvols.MIB
+        return size_mib
+
     def refuse(self, volume, what):
         """Refuse ``what`` for a replicated volume (see the module doc)."""
         if self.copies(volume) > 1:
@@ -162,7 +174,8 @@ class Replicas(pools.Part):
         made = []
         for _free, peer, lvs in found[:wanted]:
             alias = peer.pools.create_lvol(
-                volume, rb, name=replica_name(volume.id), lvs=lvs)
+                volume, rb, name=replica_name(volume.id), lvs=lvs,
+                size_mib=self.lvol_mib(volume))
             peer.pools.new_qos(alias, limits)
             made.append((peer, alias))
         LOG.info('Volume %(vol)s has copies on %(targets)s',
@@ -289,6 +302,34 @@ class Replicas(pools.Part):
             peer.pools.delete_lvol(copy.alias)
             LOG.info('Dropped the copy of volume %(vol)s on %(peer)s',
                      {'vol': volume.id, 'peer': peer})
+
+    def revert(self, volume, snap, alias, limits, rb):
+        """Make the other copies ``snap``'s again, as new own copy ``alias``.
+
+        Each old copy steps aside (renamed, undone by ``rb``) for a new
+        lvol holding the snapshot's bytes; the own copy's inherited
+        superblock is wiped, as a clone's. Returns the old copies, for
+        :meth:`drop` once the own copy is replaced too.
+        """
+        if self.copies(volume) == 1:
+            return []
+        self._wipe(self.exporter, self.pools.lvol(alias), volume.id)
+        stale, made = [], []
+        for peer, old in self.every_copy(volume):
+            name = old.name + '-reverted'
+            peer.pools.rename(old.alias, name, rb)
+            stale.append((peer, lvols.alias(old.lvs, name)))
+            made.append((peer, peer.pools.create_lvol(
+                volume, rb, name=old.name, lvs=old.lvs,
+                size_mib=self.lvol_mib(volume))))
+            peer.pools.new_qos(made[-1][1], limits)
+        self._copy_to_peers(volume, snap, made)
+        return stale
+
+    def drop(self, stale):
+        """Delete the copies :meth:`revert` set aside."""
+        for peer, alias in stale:
+            peer.pools.delete_lvol(alias)
 
     def _add_copies(self, volume, lvol, count, limits, rb, skip):
         """``count`` new copies from a snapshot of the own copy."""

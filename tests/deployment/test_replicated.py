@@ -8,10 +8,15 @@ made from a snapshot gets both copies too, and delete leaves nothing
 anywhere.
 """
 
+from cinder_spdk_vhost import superblock
 from tests.deployment import base
 from tests.deployment import deployment
 
 QOS = {'total_iops_sec': '6000'}
+GIB = 1024 ** 3
+# The compute host's RAID superblock and its data offset, in each copy
+# (the test lvstores have 1 MiB clusters: no rounding).
+ROOM = superblock.DATA_OFFSET
 # What an operator sets on a replicated type: the copies, and a filter
 # so the scheduler only picks a backend that can hold them now.
 TWO_COPIES = {'spdk:replicas': '2', 'capabilities:spdk_max_replicas': '>= 2'}
@@ -44,15 +49,16 @@ class TestReplicated(base.DeploymentTestCase):
         own = self.lvol('volume-%s' % vol.id)
         copy = self.copy_of(vol)
         self.assertIsNotNone(copy, 'no copy on the replica target')
+        # Each copy holds the volume and the compute host's superblock.
         for bdev in (own, copy):
-            self.assertEqual(1024 ** 3, self.size(bdev))
+            self.assertEqual(GIB + ROOM, self.size(bdev))
             self.assertEqual(6000, bdev['assigned_rate_limits'][
                 'rw_ios_per_sec'])
 
         self.cinder.volumes.extend(vol, 2)
         self.wait_status(self.cinder.volumes, vol.id, 'available')
-        self.assertEqual(2 * 1024 ** 3, self.size(self.copy_of(vol)))
-        self.assertEqual(2 * 1024 ** 3,
+        self.assertEqual(2 * GIB + ROOM, self.size(self.copy_of(vol)))
+        self.assertEqual(2 * GIB + ROOM,
                          self.size(self.lvol('volume-%s' % vol.id)))
 
         # A snapshot is its own copy's; a volume made from it (of the
@@ -60,7 +66,7 @@ class TestReplicated(base.DeploymentTestCase):
         # that one snapshot.
         snap = self.create_snapshot(vol.id)
         clone = self.create_volume(2, snapshot_id=snap.id)
-        self.assertEqual(2 * 1024 ** 3, self.size(self.copy_of(clone)))
+        self.assertEqual(2 * GIB + ROOM, self.size(self.copy_of(clone)))
 
         self.delete_volume(clone.id)
         self.delete_snapshot(snap.id)

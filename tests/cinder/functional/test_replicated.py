@@ -134,7 +134,7 @@ class PlacementTest(ReplicatedTestCase):
         for bdev in held.values():
             self.assertEqual(4000,
                              bdev['assigned_rate_limits']['rw_ios_per_sec'])
-            self.assertEqual(1024 * MIB,
+            self.assertEqual(1024 * MIB + superblock.DATA_OFFSET,
                              bdev['num_blocks'] * bdev['block_size'])
         three = self.created(vtype=self.replicated(3))
         self.assertEqual(['storage-b', 'storage-c', 'storage-target'],
@@ -196,8 +196,9 @@ class PlacementTest(ReplicatedTestCase):
         self.driver.extend_volume(volume, 2)
         volume.size = 2
         held = self.copies(volume)
-        self.assertEqual({2048 * MIB}, {b['num_blocks'] * b['block_size']
-                                        for b in held.values()})
+        self.assertEqual({2048 * MIB + superblock.DATA_OFFSET},
+                         {b['num_blocks'] * b['block_size']
+                          for b in held.values()})
         host = {'host': base.HOST + '#' + base.LVS}
         faster = self.replicated(2, qos={'total_iops_sec': '7000'})
         self.assertEqual((True, None), self.driver.retype(
@@ -290,11 +291,13 @@ class AttachTest(ComputeTestCase):
                          (raid['raid_level'], raid['state'],
                           raid['num_base_bdevs'],
                           raid['num_base_bdevs_operational']))
+        # The guest's disk is the volume's size: each copy has room for
+        # the superblock besides.
+        self.assertEqual(1024 * MIB, self.raid_bytes(volume))
         # Online extend: each copy's namespace grows, the compute host's
         # NVMe bdevs hear of it and the mirror grows with the smallest.
-        before = self.raid_bytes(volume)
         self.driver.extend_volume(volume, 2)
-        self.wait_for(lambda: self.raid_bytes(volume) >= before + 1024 * MIB)
+        self.wait_for(lambda: self.raid_bytes(volume) == 2048 * MIB)
         self.assertEqual(self.raid_bytes(volume),
                          self.connector.extend_volume(props))
         self.connector.disconnect_volume(props, info)
@@ -516,6 +519,32 @@ class CloneTest(ComputeTestCase):
         self.assertEqual((True, None), self.driver.retype(
             self.ctxt, volume, self.replicated(2), {}, host))
         self.assertEqual(2, len(self.copies(volume)))
+        self.driver.delete_volume(volume)
+        self.assertEqual([], self.everything())
+
+    def test_revert_makes_every_copy_the_snapshot_again(self):
+        volume = self.created(vtype=self.replicated(2))
+        props, info = self.attach(volume)
+        writer = Writer(self, volume.id)
+        writer.once()  # pattern A
+        snapshot = self.make_snapshot(volume)
+        self.driver.create_snapshot(snapshot)
+        writer.dd.write(volume.id, 0, writer.patterns[1])  # then B
+        writer.stop()
+        self.detach(volume, props, info)
+
+        self.driver.revert_to_snapshot(self.ctxt, volume, snapshot)
+        end = superblock.DATA_OFFSET + Writer.WRITTEN
+        for tid, data in self.copy_bytes(volume, end).items():
+            self.assertEqual(bytes(superblock.HEAD_BYTES),
+                             data[:superblock.HEAD_BYTES], tid)
+            self.assertSameBytes(writer.patterns[0],
+                                 data[superblock.DATA_OFFSET:], tid)
+        props, info = self.attach(volume)
+        self.assertSameBytes(writer.patterns[0], spdk_dd.read_once(
+            self.compute, volume.id, Writer.WRITTEN, writer.workdir))
+        self.detach(volume, props, info)
+        self.driver.delete_snapshot(snapshot)
         self.driver.delete_volume(volume)
         self.assertEqual([], self.everything())
 
