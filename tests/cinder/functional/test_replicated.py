@@ -408,15 +408,26 @@ class CloneTest(ComputeTestCase):
         self.assertEqual(hashlib.sha256(expected).hexdigest(),
                          hashlib.sha256(found).hexdigest(), what)
 
+    def written(self):
+        """A 2-copy volume attached here, pattern A written through it."""
+        volume = self.created(vtype=self.replicated(2))
+        props, info = self.attach(volume)
+        writer = Writer(self, volume.id)
+        writer.once()
+        return volume, props, info, writer
+
+    def delete_all(self, snapshot, *volumes):
+        """Delete them all (snapshot first): nothing left on any target."""
+        self.driver.delete_snapshot(snapshot)
+        for volume in volumes:
+            self.driver.delete_volume(volume)
+        self.assertEqual([], self.everything())
+
     def wait_written(self, writer, count):
         self.wait_for(lambda: writer.written() >= count, timeout=120)
 
     def test_a_clone_of_a_volume_being_written_has_identical_copies(self):
-        vtype = self.replicated(2)
-        volume = self.created(vtype=vtype)
-        props, info = self.attach(volume)
-        writer = Writer(self, volume.id)
-        writer.once()
+        volume, props, info, writer = self.written()
         writer.start()
         self.wait_written(writer, 1)
         snapshot = self.make_snapshot(volume)
@@ -426,7 +437,7 @@ class CloneTest(ComputeTestCase):
         writer.stop()
         self.detach(volume, props, info)
 
-        clone = self.make_volume(vtype=vtype)
+        clone = self.make_volume(vtype=self.replicated(2))
         self.driver.create_volume_from_snapshot(clone, snapshot)
         end = superblock.DATA_OFFSET + Writer.WRITTEN
         copies = self.copy_bytes(clone, end)
@@ -454,16 +465,10 @@ class CloneTest(ComputeTestCase):
         for tid, head in self.copy_bytes(clone, superblock.HEAD_BYTES).items():
             self.assertTrue(superblock.parse(head).in_sync(uuids[tid]), tid)
 
-        self.driver.delete_volume(clone)
-        self.driver.delete_snapshot(snapshot)
-        self.driver.delete_volume(volume)
-        self.assertEqual([], self.everything())
+        self.delete_all(snapshot, clone, volume)
 
     def test_a_snapshot_of_a_stale_own_copy_waits_for_the_repair(self):
-        volume = self.created(vtype=self.replicated(2))
-        props, info = self.attach(volume)
-        writer = Writer(self, volume.id)
-        writer.once()
+        volume, props, info, writer = self.written()
         self.target.kill()
         # Degraded: the RAID fails the own copy out and writes on.
         writer.once()
@@ -486,15 +491,10 @@ class CloneTest(ComputeTestCase):
         self.assertIn(snapshot.name, self.lvol_names())
         writer.stop()
         self.detach(volume, props, info)
-        self.driver.delete_snapshot(snapshot)
-        self.driver.delete_volume(volume)
-        self.assertEqual([], self.everything())
+        self.delete_all(snapshot, volume)
 
     def test_two_copies_become_three_and_two_again(self):
-        volume = self.created(vtype=self.replicated(2))
-        props, info = self.attach(volume)
-        writer = Writer(self, volume.id)
-        writer.once()
+        volume, props, info, writer = self.written()
         writer.dd.unexport(volume.id)
         self.detach(volume, props, info)
         host = {'host': base.HOST + '#' + base.LVS}
@@ -544,9 +544,7 @@ class CloneTest(ComputeTestCase):
         self.assertSameBytes(writer.patterns[0], spdk_dd.read_once(
             self.compute, volume.id, Writer.WRITTEN, writer.workdir))
         self.detach(volume, props, info)
-        self.driver.delete_snapshot(snapshot)
-        self.driver.delete_volume(volume)
-        self.assertEqual([], self.everything())
+        self.delete_all(snapshot, volume)
 
 
 class WatchTest(ComputeTestCase):
