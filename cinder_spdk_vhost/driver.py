@@ -181,7 +181,7 @@ class SpdkVhostDriver(driver.VolumeDriver):
             alias = self.pools.clone(snap.alias, volume, rb)
             self.pools.finish(alias, volume, limits, snap.size_mib,
                               self.replicas.lvol_mib(volume))
-            self.replicas.clone(volume, snap, alias, limits, rb)
+            self.replicas.clone(volume, snap.alias, alias, limits, rb)
         return None
 
     def create_cloned_volume(self, volume, src_vref):
@@ -203,8 +203,7 @@ class SpdkVhostDriver(driver.VolumeDriver):
             alias = self.pools.clone(snap_alias, volume, rb)
             self.pools.finish(alias, volume, limits, src.size_mib,
                               self.replicas.lvol_mib(volume))
-            self.replicas.clone(volume, self.pools.lvol(snap_alias), alias,
-                                limits, rb)
+            self.replicas.clone(volume, snap_alias, alias, limits, rb)
         return None
 
     def _snapshot(self, alias, snap_alias, rb):

@@ -254,17 +254,18 @@ class Replicas(pools.Part):
                                                     'count': len(others)})
         return taken
 
-    def clone(self, volume, snap, alias, limits, rb):
+    def clone(self, volume, snap_alias, alias, limits, rb):
         """Make the other copies of ``volume``, cloned as ``alias``.
 
-        Every copy comes from ``snap``, the one snapshot the own copy
-        ``alias`` was cloned from, so they are identical; each then has
-        its inherited superblock wiped.
+        Every copy comes from ``snap_alias``, the one snapshot the own
+        copy ``alias`` was cloned from, so they are identical; each then
+        has its inherited superblock wiped.
         """
         if self.copies(volume) == 1:
             return
         self._wipe(self.exporter, self.pools.lvol(alias), volume.id)
-        self._copy_to_peers(volume, snap, self.place(volume, limits, rb))
+        self._copy_to_peers(volume, self.pools.lvol(snap_alias),
+                            self.place(volume, limits, rb))
 
     def recount(self, volume, lvol, copies, limits, rb):
         """Give detached ``volume`` (own copy ``lvol``) ``copies`` copies.
