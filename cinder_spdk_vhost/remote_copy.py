@@ -40,6 +40,9 @@ def copy_snapshot(client, conf, snap, copies, volume_id):
         with rollback.Cleanup('copy %s' % snap.alias) as cleanup:
             source = snap.alias
             if snap.has_parent:
+                # A retried create finds the one an interruption left.
+                images.delete_lvol(client, lvols.alias(
+                    snap.lvs, lvols.temp_name('flat', volume_id)))
                 source = images.flat_clone(client, snap.lvs, snap.alias,
                                            volume_id, cleanup)
             images.export_to_file(client, source, snap, path,

@@ -467,6 +467,27 @@ class CloneTest(ComputeTestCase):
 
         self.delete_all(snapshot, clone, volume)
 
+    def test_a_clone_of_a_snapshot_chain_has_all_of_it_in_each_copy(self):
+        volume, props, info, writer = self.written()  # A, then a snapshot
+        first = self.make_snapshot(volume)
+        self.driver.create_snapshot(first)
+        half = Writer.WRITTEN // 2
+        writer.dd.write(volume.id, half, writer.patterns[1][half:])
+        second = self.make_snapshot(volume)  # reads through the first
+        self.driver.create_snapshot(second)
+        writer.stop()
+        self.detach(volume, props, info)
+
+        clone = self.make_volume(vtype=self.replicated(2))
+        self.driver.create_volume_from_snapshot(clone, second)
+        wanted = writer.patterns[0][:half] + writer.patterns[1][half:]
+        for tid, data in self.copy_bytes(clone, superblock.DATA_OFFSET +
+                                         Writer.WRITTEN).items():
+            self.assertSameBytes(wanted, data[superblock.DATA_OFFSET:], tid)
+        self.driver.delete_volume(clone)
+        self.driver.delete_snapshot(second)
+        self.delete_all(first, volume)
+
     def test_a_snapshot_of_a_stale_own_copy_waits_for_the_repair(self):
         volume, props, info, writer = self.written()
         self.target.kill()
