@@ -171,18 +171,21 @@ class Replicas(pools.Part):
                      'only %d of spdk_replica_targets (%s) answer with '
                      'room for it' % (volume.id, wanted, len(found),
                                       ', '.join(map(str, self.peers))))
-        made = []
-        for _free, peer, lvs in found[:wanted]:
-            alias = peer.pools.create_lvol(
-                volume, rb, name=replica_name(volume.id), lvs=lvs,
-                size_mib=self.lvol_mib(volume))
-            peer.pools.new_qos(alias, limits)
-            made.append((peer, alias))
+        made = [(peer, self._new_copy(peer, lvs, volume, limits, rb))
+                for _free, peer, lvs in found[:wanted]]
         LOG.info('Volume %(vol)s has copies on %(targets)s',
                  {'vol': volume.id, 'targets': ', '.join(
                      [self.target_id] + [str(peer) for _f, peer, _l
                                          in found[:wanted]])})
         return made
+
+    def _new_copy(self, peer, lvs, volume, limits, rb):
+        """An empty copy of ``volume`` on ``peer``, with its QoS; alias."""
+        alias = peer.pools.create_lvol(
+            volume, rb, name=replica_name(volume.id), lvs=lvs,
+            size_mib=self.lvol_mib(volume))
+        peer.pools.new_qos(alias, limits)
+        return alias
 
     def holders(self, volume):
         """(peer, lvol) of each copy; a peer that does not answer raises."""
@@ -320,10 +323,8 @@ class Replicas(pools.Part):
             name = old.name + '-reverted'
             peer.pools.rename(old.alias, name, rb)
             stale.append((peer, lvols.alias(old.lvs, name)))
-            made.append((peer, peer.pools.create_lvol(
-                volume, rb, name=old.name, lvs=old.lvs,
-                size_mib=self.lvol_mib(volume))))
-            peer.pools.new_qos(made[-1][1], limits)
+            made.append((peer, self._new_copy(peer, old.lvs, volume, limits,
+                                              rb)))
         self._copy_to_peers(volume, snap, made)
         return stale
 

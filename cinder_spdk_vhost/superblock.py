@@ -30,8 +30,7 @@ _MEMBER = struct.Struct('<16sQQIIB23x')
 class Superblock(object):
     """What the snapshot check reads of one superblock."""
 
-    def __init__(self, raid_uuid, seq_number, members):
-        self.raid_uuid = raid_uuid
+    def __init__(self, seq_number, members):
         self.seq_number = seq_number
         #: Member UUID (the copy's lvol UUID, which its export passes on
         #: to the compute host's NVMe bdev) -> its state in the mirror.
@@ -49,7 +48,7 @@ def parse(head):
     """
     if len(head) < _HEADER.size or not head.startswith(SIGNATURE):
         return None
-    (_sig, length, _crc, raid_uuid, _name, _size, _block, _level, _strip,
+    (_sig, length, _crc, _raid_uuid, _name, _size, _block, _level, _strip,
      _state, seq_number, _count, entries) = _HEADER.unpack_from(head)
     members = {}
     for index in range(entries):
@@ -59,7 +58,7 @@ def parse(head):
         member, _data_offset, _data_size, state, _flags, _slot = (
             _MEMBER.unpack_from(head, offset))
         members[uuid.UUID(bytes=member)] = state
-    return Superblock(uuid.UUID(bytes=raid_uuid), seq_number, members)
+    return Superblock(seq_number, members)
 
 
 def _newest(heads):
