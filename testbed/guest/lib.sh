@@ -138,6 +138,25 @@ gt_read() {
     gt_result "$1.read@$2" "$(gt_sha256 <"$GT_TMP/read")"
 }
 
+# gt_time_read DEV OFFSET LENGTH: how long an O_DIRECT read takes on
+# the guest's own clock (dev.read_ms@OFFSET), the data neither kept nor
+# hashed: what a bandwidth limit lets through, free of the console's
+# and a TCG sha256's time.
+gt_time_read() {
+    bs=$(gt_bs "$2" "$3") || return 1
+    mkdir -p "$GT_TMP"
+    gt_now_ms
+    start=$GT_NOW_MS
+    if ! dd if="/dev/$1" of=/dev/null bs="$bs" skip=$(($2 / bs)) \
+            count=$(($3 / bs)) iflag=direct 2>"$GT_TMP/dd.err"; then
+        gt_error "$1: read of $3 bytes at $2 failed:" \
+            "$(grep -v records "$GT_TMP/dd.err" | tail -n 1)"
+        return 1
+    fi
+    gt_now_ms
+    gt_result "$1.read_ms@$2" $((GT_NOW_MS - start))
+}
+
 # gt_check DEV OFFSET LENGTH TOKEN: write, read back and compare.
 gt_check() {
     gt_write "$@" || return 1

@@ -519,6 +519,14 @@ def read_back(dev, offset, length):
     return _call('gt_read', dev, offset, length)
 
 
+def time_read(dev, offset, length):
+    """Reports dev.read_ms@offset: an O_DIRECT read's milliseconds.
+
+    Timed on the guest's clock (10 ms steps) around the read alone.
+    """
+    return _call('gt_time_read', dev, offset, length)
+
+
 def check_pattern(dev, offset, length, token):
     """Write, read back and compare in the guest: dev.verify@offset=ok."""
     return _call('gt_check', dev, offset, length, token)

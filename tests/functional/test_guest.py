@@ -175,6 +175,8 @@ class TestGuestOnSpdk(base.TestCase):
         self.assertEqual(
             hashlib.sha256(qemu.pattern_bytes('host', 8192)).hexdigest(),
             read['vda.read@4096'])
+        timed = guest.execute(qemu.time_read('vda', 0, 16 * MiB))
+        self.assertLess(int(timed['vda.read_ms@0']), 60000)
 
         # Errors come back as results, the guest stays up.
         failed = guest.execute(
