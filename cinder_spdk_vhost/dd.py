@@ -39,6 +39,16 @@ def scratch_name(exporter, nqn):
     return None
 
 
+def sweep_exports(exporter):
+    """Delete the scratch subsystems an interrupted copy left."""
+    for sub in exporter.subsystems():
+        name = scratch_name(exporter, sub['nqn'])
+        if name:
+            LOG.warning('Deleting NVMe-oF subsystem %s, left by an '
+                        'interrupted copy', sub['nqn'])
+            exporter.unexport(name, None)
+
+
 def scratch_export(exporter, lvol_uuid, volume_id, cleanup, name=None):
     """Export ``lvol_uuid`` to a one-off host; its attach params and key.
 

@@ -46,12 +46,7 @@ class ImageOps(pools.Part):
         Exports before the lvols they hold; clones before snapshots, so
         each snapshot has one clone at most when deleted.
         """
-        for sub in self.exporter.subsystems():
-            name = dd.scratch_name(self.exporter, sub['nqn'])
-            if name:
-                LOG.warning('Deleting NVMe-oF subsystem %s, left by an '
-                            'interrupted image transfer', sub['nqn'])
-                self.exporter.unexport(name, None)
+        dd.sweep_exports(self.exporter)
         for lvs in self.pools.lvstores:
             items = self.client.bdev_lvol_get_lvols(lvs_name=lvs)
             scratch = sorted(

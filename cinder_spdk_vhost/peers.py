@@ -14,6 +14,7 @@ from cinder.volume import configuration
 from cinder.volume import driver as cinder_driver
 from oslo_log import log
 
+from cinder_spdk_vhost import dd
 from cinder_spdk_vhost import export
 from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import options
@@ -97,6 +98,7 @@ class Peer(object):
             target_rpcs.check_target(self.client, self.conf)
             self.exporter.require('Keeping volume replicas')
             self.exporter.ensure_transport()
+            dd.sweep_exports(self.exporter)
         except (exception.CinderException, rpc_exc.SpdkRpcError) as err:
             LOG.warning('Replica target %(peer)s cannot hold replicas now: '
                         '%(err)s', {'peer': self, 'err': err})

@@ -22,8 +22,10 @@ import fixtures
 from oslo_config import cfg
 from oslo_config import fixture as config_fixture
 
+from cinder_spdk_vhost import dd
 from cinder_spdk_vhost import peers
 from cinder_spdk_vhost import replication
+from cinder_spdk_vhost import rollback
 from cinder_spdk_vhost import superblock
 from os_brick_connector import connector
 from os_brick_connector import options
@@ -169,6 +171,19 @@ class PlacementTest(ReplicatedTestCase):
         self.assertEqual(3, len(self.copies(volume)))
         driver.delete_volume(volume)
         self.assertEqual([], self.everything())
+
+    def test_start_removes_scratch_exports_left_on_peers(self):
+        volume = self.created(vtype=self.replicated(2))
+        [(peer, copy)] = self.driver.replicas.holders(volume)
+        # A copy interrupted before its clean-up ran (never run here).
+        dd.scratch_export(peer.exporter, copy.uuid, volume.id,
+                          rollback.Rollback('an interrupted copy'))
+        self.assertEqual(1, len([item for item in self.everything()
+                                 if ':' in item[1]]))
+        self.driver.check_for_setup_error()
+        self.assertEqual([], [item for item in self.everything()
+                              if ':' in item[1]])
+        self.driver.delete_volume(volume)
 
     def test_a_dead_peer_fails_the_create_and_leaves_nothing(self):
         self.peers['spdk-b'].kill()
