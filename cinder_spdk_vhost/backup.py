@@ -37,6 +37,7 @@ from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import operation
 from cinder_spdk_vhost import pools
 from cinder_spdk_vhost import rollback
+from cinder_spdk_vhost import sparse
 
 LOG = log.getLogger(__name__)
 
@@ -77,6 +78,10 @@ def local_connection(path):
 class Backups(pools.Part):
     """Staged connections for cinder-backup, for volumes and snapshots."""
 
+    def __init__(self, pools, replicas):
+        super().__init__(pools)
+        self.replicas = replicas
+
     def _backup_path(self, kind, obj_id):
         return os.path.join(image_ops.staging_dir(self.conf),
                             'backup-%s-%s.raw' % (kind, obj_id))
@@ -89,12 +94,14 @@ class Backups(pools.Part):
                                   % (volume.id, kind)), \
                 rollback.Cleanup('stage volume %s' % volume.id) as tmp:
             lvol = self.pools.get(volume)
-            self._new_file(path, lvol.size_bytes)
+            offset = self.replicas.data_offset(volume)
+            self._new_file(path, lvol.size_bytes - offset)
             try:
                 if kind == 'backup':
+                    self.replicas.check_in_sync(volume, lvol)
                     source = images.flat_source(self.client, lvol, volume.id,
                                                 tmp)
-                    self._copy_out(source, lvol, path, volume.id)
+                    self._copy_out(source, lvol, path, volume.id, offset)
             except Exception:
                 images.remove_file(path)
                 raise
@@ -109,7 +116,23 @@ class Backups(pools.Part):
         with os.fdopen(fd, 'wb') as out:
             out.truncate(size)
 
-    def _copy_out(self, source, lvol, path, obj_id):
+    def _copy_out(self, source, lvol, path, obj_id, offset):
+        """Stage read-only ``source``'s bytes from ``offset`` on in ``path``.
+
+        A replicated volume's copy (``offset`` past its superblock) is
+        staged whole in a scratch file first, then its data extents
+        shifted into ``path``.
+        """
+        if not offset:
+            self._export(source, lvol, path, obj_id)
+            return
+        with images.staging_file(image_ops.staging_dir(self.conf),
+                                 'raw-%s-' % obj_id) as raw:
+            self._export(source, lvol, raw, obj_id)
+            sparse.shifted_copy(raw, path, offset, 0,
+                                lvol.size_bytes - offset)
+
+    def _export(self, source, lvol, path, obj_id):
         info = images.export_to_file(
             self.client, source, lvol, path, lvols.temp_name('bk', obj_id),
             self.conf.spdk_image_copy_timeout)
@@ -128,8 +151,13 @@ class Backups(pools.Part):
             images.remove_file(path)
 
     def restore_from(self, volume, path):
-        """A new lvol with the file's data extents replaces the volume's."""
+        """A new lvol with the file's data extents replaces the volume's.
+
+        So does one in place of each other copy of a replicated volume,
+        the data after the superblock's room.
+        """
         limits = self.pools.limits(volume.volume_type_id, volume.size)
+        offset = self.replicas.data_offset(volume)
         with operation.running('restore volume %s' % volume.id,
                                locks.vlock(volume.id)) as rb:
             self.exporter.require('Restoring a backup (spdk_dd reaches the '
@@ -138,26 +166,43 @@ class Backups(pools.Part):
             self.pools.refuse_if_exported(old, volume)
             # cinder-backup opened it with O_TRUNC and may have skipped
             # trailing zeros: back to the volume's size, still sparse.
+            room = old.size_bytes - offset
             size = os.path.getsize(path)
-            if size > old.size_bytes:
+            if size > room:
                 raise exception.VolumeBackendAPIException(
                     data='restored data of volume %s is %d bytes, more than '
-                         'its %d' % (volume.id, size, old.size_bytes))
-            os.truncate(path, old.size_bytes)
+                         'its %d' % (volume.id, size, room))
+            os.truncate(path, room)
             dig_holes(path)
-            store = self.client.bdev_lvol_get_lvstores(lvs_name=old.lvs)[0]
-            images.pad(path, store['cluster_size'])
-            alias = images.import_file(
-                self.client, self.exporter, self.conf, path,
-                old.lvs, lvols.temp_name('restore', volume.id), volume.id,
-                store['cluster_size'], rb)
-            alias = self.pools.replace(old, alias, volume, limits, rb,
-                                       'restored')
-            if not self.conf.spdk_thin_provision:
-                self.client.bdev_lvol_inflate(alias)
+            with images.staging_file(image_ops.staging_dir(self.conf),
+                                     'raw-%s-' % volume.id) as raw:
+                if offset:
+                    sparse.shifted_copy(path, raw, 0, offset,
+                                        old.size_bytes)
+                    path = raw
+                alias, stale = self._import(volume, old, path, limits, rb)
         with errors.translated('clean up after restore'):
+            self.replicas.drop(stale)
             self.pools.release_parent(old.lvs, old.base_snapshot)
         LOG.info('Volume %s restored from its staged file', volume.id)
+
+    def _import(self, volume, old, path, limits, rb):
+        """Raw ``path`` into new lvols replacing the volume's copies.
+
+        Returns the own copy's alias and the other copies set aside.
+        """
+        store = self.client.bdev_lvol_get_lvstores(lvs_name=old.lvs)[0]
+        images.pad(path, store['cluster_size'])
+        alias = images.import_file(
+            self.client, self.exporter, self.conf, path, old.lvs,
+            lvols.temp_name('restore', volume.id), volume.id,
+            store['cluster_size'], rb)
+        stale = self.replicas.restore(volume, path, limits, rb)
+        alias = self.pools.replace(old, alias, volume, limits, rb,
+                                   'restored', self.replicas.lvol_mib(volume))
+        if not self.conf.spdk_thin_provision:
+            self.client.bdev_lvol_inflate(alias)
+        return alias, stale
 
     # -- snapshots (backup of an in-use volume) ---------------------------
 
@@ -176,15 +221,12 @@ class Backups(pools.Part):
                 errors.translated('stage snapshot %s' % snapshot.id), \
                 rollback.Cleanup('stage snapshot %s' % snapshot.id) as tmp:
             snap = self.pools.get_snapshot(snapshot)
-            self._new_file(path, snap.size_bytes)
+            offset = self.replicas.data_offset(snapshot)
+            self._new_file(path, snap.size_bytes - offset)
             try:
-                source = snap.alias
-                if snap.has_parent:
-                    images.delete_lvol(self.client, lvols.alias(
-                        snap.lvs, lvols.temp_name('flat', snapshot.id)))
-                    source = images.flat_clone(self.client, snap.lvs,
-                                               snap.alias, snapshot.id, tmp)
-                self._copy_out(source, snap, path, snapshot.id)
+                source = images.flat_snapshot(self.client, snap, snapshot.id,
+                                              tmp)
+                self._copy_out(source, snap, path, snapshot.id, offset)
             except Exception:
                 images.remove_file(path)
                 raise

@@ -53,7 +53,6 @@ class Connections(pools.Part):
         """
         kind = backup.staged_kind(volume, connector)
         if kind:
-            self.replicas.refuse(volume, 'A backup or restore')
             return self.backups.stage_volume(volume, kind)
         replicated = self.replicas.copies(volume) > 1
         validation.check_connector(

@@ -21,6 +21,8 @@ from oslo_log import log
 
 from cinder_spdk_vhost import export
 from cinder_spdk_vhost import lvols
+from cinder_spdk_vhost import rollback
+from cinder_spdk_vhost import sparse
 
 LOG = log.getLogger(__name__)
 
@@ -75,18 +77,27 @@ def data_clusters(path, cluster_size):
     """How many lvol clusters the data extents of ``path`` touch."""
     clusters = set()
     with open(path, 'rb') as src:
-        fd = src.fileno()
-        end = os.fstat(fd).st_size
-        offset = 0
-        while offset < end:
-            try:
-                start = os.lseek(fd, offset, os.SEEK_DATA)
-            except OSError:  # ENXIO: no data after offset
-                break
-            offset = os.lseek(fd, start, os.SEEK_HOLE)
-            clusters.update(range(start // cluster_size,
-                                  (offset - 1) // cluster_size + 1))
+        for first, end in sparse.extents(src.fileno()):
+            clusters.update(range(first // cluster_size,
+                                  (end - 1) // cluster_size + 1))
     return len(clusters)
+
+
+def fill(exporter, conf, path, lvol_uuid, volume_id, cluster_size,
+         reread):
+    """Write the data extents of raw ``path`` into the lvol, thin.
+
+    Over a scratch export, gone afterwards. A file of holes only needs
+    no copy (``spdk_dd --sparse`` aborts on one). ``reread()``: the lvol
+    afterwards, whose allocation proves the copy (:func:`check_written`).
+    """
+    if not data_clusters(path, cluster_size):
+        return
+    with rollback.Cleanup('import %s' % path) as cleanup:
+        params, secrets = scratch_export(exporter, lvol_uuid, volume_id,
+                                         cleanup)
+        write_file(conf, path, params, secrets)
+    check_written(reread(), path, cluster_size)
 
 
 def check_written(lvol, path, cluster_size):

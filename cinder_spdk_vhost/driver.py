@@ -95,11 +95,11 @@ class SpdkVhostDriver(driver.VolumeDriver):
             self.client, conf, self.exporter,
             saved_config.ConfigSaver.from_conf(self.client, conf))
         self.images = image_ops.ImageOps(self.pools)
-        self.backups = backup.Backups(self.pools)
         self.manager = manageable.Manager(self.pools)
         self.replicas = replication.Replicas(
             self.pools, peers.from_conf(conf, self.target_id),
             self.target_id)
+        self.backups = backup.Backups(self.pools, self.replicas)
         self.mover = migration.Mover(self.pools, self.replicas)
         self.connections = connections.Connections(
             self.pools, self.backups, self.replicas)

@@ -100,13 +100,8 @@ def import_file(client, exporter, conf, path, lvs, lvol_name, volume_id,
     with rb.change('delete lvol %s' % alias, delete_lvol, client, alias):
         lvol_uuid = client.bdev_lvol_create(lvol_name, size_mib,
                                             lvs_name=lvs, thin_provision=True)
-    if not dd.data_clusters(path, cluster_size):
-        return alias
-    with rollback.Cleanup('import %s' % path) as cleanup:
-        params, secrets = dd.scratch_export(exporter, lvol_uuid, volume_id,
-                                            cleanup)
-        dd.write_file(conf, path, params, secrets)
-    dd.check_written(lvols.get(client, alias), path, cluster_size)
+    dd.fill(exporter, conf, path, lvol_uuid, volume_id, cluster_size,
+            lambda: lvols.get(client, alias))
     return alias
 
 
@@ -134,6 +129,18 @@ def flat_source(client, lvol, volume_id, cleanup):
     if not lvol.has_parent:
         return snap_alias
     return flat_clone(client, lvol.lvs, snap_alias, volume_id, cleanup)
+
+
+def flat_snapshot(client, snap, obj_id, cleanup):
+    """Snapshot ``snap`` itself, or a :func:`flat_clone` if it has parents.
+
+    A retry first deletes the flat clone an interrupted attempt left.
+    """
+    if not snap.has_parent:
+        return snap.alias
+    delete_lvol(client, lvols.alias(snap.lvs, lvols.temp_name('flat',
+                                                              obj_id)))
+    return flat_clone(client, snap.lvs, snap.alias, obj_id, cleanup)
 
 
 def flat_clone(client, lvs, snap_alias, obj_id, cleanup):

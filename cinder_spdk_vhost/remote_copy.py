@@ -38,24 +38,20 @@ def copy_snapshot(client, conf, snap, copies, volume_id):
     with images.staging_file(image_ops.staging_dir(conf),
                              'replica-%s-' % volume_id) as path:
         with rollback.Cleanup('copy %s' % snap.alias) as cleanup:
-            source = snap.alias
-            if snap.has_parent:
-                # A retried create finds the one an interruption left.
-                images.delete_lvol(client, lvols.alias(
-                    snap.lvs, lvols.temp_name('flat', volume_id)))
-                source = images.flat_clone(client, snap.lvs, snap.alias,
-                                           volume_id, cleanup)
+            source = images.flat_snapshot(client, snap, volume_id, cleanup)
             images.export_to_file(client, source, snap, path,
                                   lvols.temp_name('out', volume_id),
                                   conf.spdk_image_copy_timeout)
         _wipe_head(path)
-        for peer, copy in copies:
-            with rollback.Cleanup('import %s' % path) as cleanup:
-                params, secrets = dd.scratch_export(
-                    peer.exporter, copy.uuid, volume_id, cleanup)
-                dd.write_file(conf, path, params, secrets)
-            store = peer.client.bdev_lvol_get_lvstores(lvs_name=copy.lvs)[0]
-            dd.check_written(peer.pools.lvol(copy.alias), path,
-                             store['cluster_size'])
-            LOG.info('Copied %(snap)s into %(copy)s on %(peer)s',
-                     {'snap': snap.alias, 'copy': copy.alias, 'peer': peer})
+        copy_file(conf, path, copies, volume_id)
+
+
+def copy_file(conf, path, copies, volume_id):
+    """Write raw ``path``'s data extents into each of ``copies``, thin."""
+    for peer, copy in copies:
+        store = peer.client.bdev_lvol_get_lvstores(lvs_name=copy.lvs)[0]
+        dd.fill(peer.exporter, conf, path, copy.uuid, volume_id,
+                store['cluster_size'],
+                lambda: peer.pools.lvol(copy.alias))
+        LOG.info('Copied %(path)s into %(copy)s on %(peer)s',
+                 {'path': path, 'copy': copy.alias, 'peer': peer})

@@ -24,10 +24,13 @@ made from that one snapshot (:mod:`remote_copy` for the other targets),
 so no two copies of a clone can differ, whatever the guest wrote during
 the snapshot. A clone's copies then have their superblock wiped: it is
 the source's mirror, and the compute host makes the clone its own. What
-reads or writes the guest's bytes on the storage side (images, backups,
-moves between pools) is still refused for replicated volumes, as is a
-clone between a replicated volume and a single-copy one: their data does
-not start at the same offset.
+reads or writes the guest's bytes on the storage side skips the
+superblock's room: a backup reads the own copy (proven in sync) from
+:data:`superblock.DATA_OFFSET` on, a restore writes every copy anew
+with that room left zero. Images and moves between pools are still
+refused for replicated volumes, as is a clone between a replicated
+volume and a single-copy one: their data does not start at the same
+offset.
 """
 
 import contextlib
@@ -107,6 +110,13 @@ class Replicas(pools.Part):
                         'replicated (%s), and its copies hold the compute '
                         'host\'s RAID1 superblock'
                         % (what, volume.id, EXTRA_SPEC))
+
+    def data_offset(self, obj):
+        """Where the guest's disk starts in each lvol of a volume or snapshot.
+
+        (Either has ``volume_type_id``.)
+        """
+        return superblock.DATA_OFFSET if self.copies(obj) > 1 else 0
 
     def check_layout(self, source, volume):
         """Refuse a clone between a replicated and a single-copy volume."""
@@ -283,17 +293,8 @@ class Replicas(pools.Part):
         held = self.every_copy(volume)
         if len(held) + 1 == copies:
             return
-        heads = [self._head(self.exporter, lvol, volume.id)] + [
-            self._head(peer.exporter, copy, volume.id)
-            for peer, copy in held]
-        stale = superblock.out_of_sync(
-            heads, [lvol.uuid] + [copy.uuid for _p, copy in held])
-        if stale:
-            raise exception.VolumeBackendAPIException(
-                data='volume %s: its copies %s are out of sync; attach it '
-                     'and repair it (spdk-vhost-replicas repair) before '
-                     'changing its number of copies'
-                     % (volume.id, ', '.join(stale)))
+        heads = self._in_sync(volume, lvol, held,
+                              'changing its number of copies')
         if copies > len(held) + 1:
             self._add_copies(volume, lvol, copies - len(held) - 1, limits,
                              rb, [peer for peer, _copy in held])
@@ -307,6 +308,26 @@ class Replicas(pools.Part):
             LOG.info('Dropped the copy of volume %(vol)s on %(peer)s',
                      {'vol': volume.id, 'peer': peer})
 
+    def check_in_sync(self, volume, lvol):
+        """Refuse to read detached ``volume``'s own copy ``lvol`` if stale."""
+        if self.copies(volume) > 1:
+            self._in_sync(volume, lvol, self.every_copy(volume),
+                          'backing it up')
+
+    def _in_sync(self, volume, lvol, held, doing):
+        """Every copy's superblock, once they prove the copies identical."""
+        heads = [self._head(self.exporter, lvol, volume.id)] + [
+            self._head(peer.exporter, copy, volume.id)
+            for peer, copy in held]
+        stale = superblock.out_of_sync(
+            heads, [lvol.uuid] + [copy.uuid for _p, copy in held])
+        if stale:
+            raise exception.VolumeBackendAPIException(
+                data='volume %s: its copies %s are out of sync; attach it '
+                     'and repair it (spdk-vhost-replicas repair) before '
+                     '%s' % (volume.id, ', '.join(stale), doing))
+        return heads
+
     def revert(self, volume, snap, alias, limits, rb):
         """Make the other copies ``snap``'s again, as new own copy ``alias``.
 
@@ -318,18 +339,39 @@ class Replicas(pools.Part):
         if self.copies(volume) == 1:
             return []
         self._wipe(self.exporter, self.pools.lvol(alias), volume.id)
+        stale, made = self._renew(volume, limits, rb, 'reverted')
+        self._copy_to_peers(volume, snap, made)
+        return stale
+
+    def restore(self, volume, path, limits, rb):
+        """Make the other copies hold raw ``path``, as :meth:`revert` does.
+
+        ``path``: a whole copy's bytes, its superblock's room left zero.
+        """
+        if self.copies(volume) == 1:
+            return []
+        stale, made = self._renew(volume, limits, rb, 'restored')
+        remote_copy.copy_file(self.conf, path, [
+            (peer, peer.pools.lvol(alias)) for peer, alias in made],
+            volume.id)
+        return stale
+
+    def _renew(self, volume, limits, rb, why):
+        """A new empty lvol in place of each other copy, the old set aside.
+
+        Returns the old ones (peer, alias) and the new (peer, alias).
+        """
         stale, made = [], []
         for peer, old in self.every_copy(volume):
-            name = old.name + '-reverted'
+            name = '%s-%s' % (old.name, why)
             peer.pools.rename(old.alias, name, rb)
             stale.append((peer, lvols.alias(old.lvs, name)))
             made.append((peer, self._new_copy(peer, old.lvs, volume, limits,
                                               rb)))
-        self._copy_to_peers(volume, snap, made)
-        return stale
+        return stale, made
 
     def drop(self, stale):
-        """Delete the copies :meth:`revert` set aside."""
+        """Delete the copies :meth:`revert` or :meth:`restore` set aside."""
         for peer, alias in stale:
             peer.pools.delete_lvol(alias)
 

@@ -238,10 +238,6 @@ class PlacementTest(ReplicatedTestCase):
                  (self.ctxt, volume, None, 'image')),
                 (self.driver.unmanage, (volume,))]:
             self.assertRaises(exception.VolumeDriverException, call, *args)
-        # Cinder-backup's connector: no staged copy of one replica.
-        self.assertRaises(exception.VolumeDriverException,
-                          self.driver.initialize_connection, volume,
-                          {'host': 'backup', 'initiator': 'x'})
         self.assertEqual(2, len(self.copies(volume)))
 
     def test_stats_say_how_many_copies_fit(self):
@@ -402,8 +398,8 @@ def pattern(seed, length):
     return (block * (length // len(block) + 1))[:length]
 
 
-class CloneTest(ComputeTestCase):
-    """Snapshots and clones of a replicated volume a writer is using."""
+class WrittenTestCase(ComputeTestCase):
+    """A replicated volume a writer uses, and its copies' bytes."""
 
     # A rebuild writes every block of the copy: room for all of it.
     LVS_MIB = 1536
@@ -430,6 +426,10 @@ class CloneTest(ComputeTestCase):
         writer = Writer(self, volume.id)
         writer.once()
         return volume, props, info, writer
+
+
+class CloneTest(WrittenTestCase):
+    """Snapshots and clones of a replicated volume a writer is using."""
 
     def delete_all(self, snapshot, *volumes):
         """Delete them all (snapshot first): nothing left on any target."""
@@ -581,6 +581,84 @@ class CloneTest(ComputeTestCase):
             self.compute, volume.id, Writer.WRITTEN, writer.workdir))
         self.detach(volume, props, info)
         self.delete_all(snapshot, volume)
+
+
+class BackupTest(WrittenTestCase):
+    """cinder-backup's staged file of a replicated volume, both ways."""
+
+    # cinder-backup's os-brick connector: no spdk_target_id.
+    BACKUP_HOST = {'host': 'backup', 'initiator': 'x'}
+
+    def staged(self, volume, status=None):
+        """The file initialize_connection stages for cinder-backup."""
+        if status:
+            volume.status = status
+        conn = self.driver.initialize_connection(volume, self.BACKUP_HOST)
+        return conn['data']['device_path']
+
+    def assertStagedDisk(self, expected, path, volume):
+        """The file is the guest's disk: its size, ``expected`` first."""
+        with open(path, 'rb') as src:
+            data = src.read()
+        self.assertEqual(volume.size * 1024 * MIB, len(data))
+        self.assertSameBytes(expected, data[:len(expected)])
+        self.assertEqual(bytes(MIB), data[len(expected):][:MIB])
+
+    def test_backup_reads_the_disk_and_restore_writes_every_copy(self):
+        volume, props, info, writer = self.written()  # pattern A
+        # In use: cinder-backup reads a temporary snapshot.
+        snapshot = self.make_snapshot(volume)
+        self.driver.create_snapshot(snapshot)
+        path = self.driver.initialize_connection_snapshot(
+            snapshot, self.BACKUP_HOST)['data']['device_path']
+        self.assertStagedDisk(writer.patterns[0], path, volume)
+        self.driver.terminate_connection_snapshot(snapshot,
+                                                  self.BACKUP_HOST)
+        self.driver.delete_snapshot(snapshot)
+        writer.stop()
+        self.detach(volume, props, info)
+
+        # Detached: its own copy, once the superblocks prove it in sync.
+        path = self.staged(volume, 'backing-up')
+        self.assertStagedDisk(writer.patterns[0], path, volume)
+        self.driver.terminate_connection(volume, self.BACKUP_HOST)
+        self.assertFalse(os.path.exists(path))
+
+        # Restore, as cinder-backup does: O_TRUNC, write, detach.
+        path = self.staged(volume, 'restoring-backup')
+        with open(path, 'wb') as out:
+            out.write(writer.patterns[1])
+        self.driver.terminate_connection(volume, self.BACKUP_HOST)
+        end = superblock.DATA_OFFSET + Writer.WRITTEN
+        copies = self.copy_bytes(volume, end)
+        self.assertEqual(2, len(copies))
+        for tid, data in copies.items():
+            self.assertEqual(bytes(superblock.DATA_OFFSET),
+                             data[:superblock.DATA_OFFSET], tid)
+            self.assertSameBytes(writer.patterns[1],
+                                 data[superblock.DATA_OFFSET:], tid)
+        volume.status = 'available'
+        props, info = self.attach(volume)
+        self.assertSameBytes(writer.patterns[1], spdk_dd.read_once(
+            self.compute, volume.id, Writer.WRITTEN, writer.workdir))
+        self.detach(volume, props, info)
+        self.driver.delete_volume(volume)
+        self.assertEqual([], self.everything())
+        self.assertEqual([], os.listdir(
+            self.driver.configuration.spdk_image_staging_dir))
+
+    def test_backup_of_a_stale_own_copy_is_refused(self):
+        volume, props, info, writer = self.written()
+        # The own target dies under the mirror: its copy misses a write.
+        self.target.kill()
+        writer.once()
+        writer.stop()
+        self.connector.disconnect_volume(props, info)
+        self.reopen(self.target)
+        self.assertRaises(exception.VolumeBackendAPIException,
+                          self.staged, volume, 'backing-up')
+        self.assertEqual([], os.listdir(
+            self.driver.configuration.spdk_image_staging_dir))
 
 
 class WatchTest(ComputeTestCase):
