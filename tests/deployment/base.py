@@ -158,12 +158,13 @@ class DeploymentTestCase(base.TestCase):
         self.assertIn(name, found, 'lvol %s not on %s' % (name, lvs))
         return found[name]
 
-    def dd(self, bdev, offset, length=None, data=None):
+    def dd(self, bdev, offset, length=None, data=None, target=None):
         """Write ``data`` at ``offset`` of lvol ``bdev``, or read ``length``.
 
-        Over NVMe/TCP with spdk_dd, as a host would see the volume.
+        Over NVMe/TCP with spdk_dd, as a host would see the volume;
+        ``target``: the backend's by default.
         """
-        dd = spdk_dd.NvmfDd(self.deployment.target,
+        dd = spdk_dd.NvmfDd(target or self.deployment.target,
                             self.useFixture(fixtures.TempDir()).path)
         try:
             if data is None:

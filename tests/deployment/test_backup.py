@@ -24,7 +24,11 @@ BACKUP_TIMEOUT = 300
 lvol_name = test_lifecycle.lvol_name
 
 
-class TestBackup(base.DeploymentTestCase):
+class Backups(object):
+    """Backup and restore through the API, for a DeploymentTestCase.
+
+    Nothing may be left in the staging directory afterwards.
+    """
 
     def setUp(self):
         super().setUp()
@@ -33,17 +37,9 @@ class TestBackup(base.DeploymentTestCase):
     def _assert_staging_empty(self):
         staging = os.path.join(self.deployment.workdir, 'staging')
         left = os.listdir(staging) if os.path.isdir(staging) else []
-        self.assertEqual([], [n for n in left if n.startswith('backup-')])
-
-    def _dd(self, volume, offset, data=None):
-        """Write ``data`` at ``offset`` of the volume, or read LENGTH."""
-        return self.dd('%s/%s' % (base.LVS, lvol_name(volume)), offset,
-                       LENGTH, data)
-
-    def assertContent(self, expected, volume):
-        """``expected``: offset -> bytes, read back from the volume."""
-        self.assertEqual(expected, {offset: self._dd(volume, offset)
-                                    for offset in expected})
+        # The staged files, and a replicated copy's scratch ones.
+        self.assertEqual([], [n for n in left
+                              if n.startswith(('backup-', 'raw-'))])
 
     def backup(self, volume, **kwargs):
         made = self.cinder.backups.create(volume.id, **kwargs)
@@ -69,6 +65,19 @@ class TestBackup(base.DeploymentTestCase):
             self.cinder.backups.delete(made.id)
             self.wait_gone(self.cinder.backups, made.id,
                            timeout=BACKUP_TIMEOUT)
+
+
+class TestBackup(Backups, base.DeploymentTestCase):
+
+    def _dd(self, volume, offset, data=None):
+        """Write ``data`` at ``offset`` of the volume, or read LENGTH."""
+        return self.dd('%s/%s' % (base.LVS, lvol_name(volume)), offset,
+                       LENGTH, data)
+
+    def assertContent(self, expected, volume):
+        """``expected``: offset -> bytes, read back from the volume."""
+        self.assertEqual(expected, {offset: self._dd(volume, offset)
+                                    for offset in expected})
 
     def test_available_volume_full_incremental_and_restores(self):
         vol = self.create_volume(1)

@@ -4,25 +4,30 @@ The deployment's backend keeps second copies on its replica target (an
 idle ``nvmf_tgt``, ``spdk_replica_targets``). A tenant's volume type
 with ``spdk:replicas`` = 2 gets a copy on each target, scheduled by the
 backend's ``spdk_max_replicas``; extend reaches both copies, a volume
-made from a snapshot gets both copies too, and delete leaves nothing
-anywhere.
+made from a snapshot gets both copies too, cinder-backup backs up and
+restores the guest's disk (not a copy's bytes), and delete leaves
+nothing anywhere.
 """
+
+import os
 
 from cinder_spdk_vhost import superblock
 from tests.deployment import base
 from tests.deployment import deployment
+from tests.deployment import test_backup
 
 QOS = {'total_iops_sec': '6000'}
 GIB = 1024 ** 3
 # The compute host's RAID superblock and its data offset, in each copy
 # (the test lvstores have 1 MiB clusters: no rounding).
 ROOM = superblock.DATA_OFFSET
+LENGTH = test_backup.LENGTH
 # What an operator sets on a replicated type: the copies, and a filter
 # so the scheduler only picks a backend that can hold them now.
 TWO_COPIES = {'spdk:replicas': '2', 'capabilities:spdk_max_replicas': '>= 2'}
 
 
-class TestReplicated(base.DeploymentTestCase):
+class TestReplicated(test_backup.Backups, base.DeploymentTestCase):
 
     def replica_rpc(self, method, params=None):
         return self.deployment.replica_target.rpc(method, params)
@@ -75,6 +80,39 @@ class TestReplicated(base.DeploymentTestCase):
         self.assertIsNone(self.copy_of(clone))
         self.assertEqual([], [s['nqn'] for s in self.replica_rpc(
             'nvmf_get_subsystems') if s['subtype'] == 'NVMe'])
+
+    def test_backup_and_restore_of_two_copies(self):
+        vtype = self.make_type(extra_specs=TWO_COPIES)
+        vol = self.create_volume(1, volume_type=vtype.id)
+        data = os.urandom(LENGTH)
+        # The guest's first MiB, as a compute host's mirror writes it:
+        # in each copy, after the superblock's room.
+        self.write_copies(vol, data)
+        full = self.backup(vol)
+        # Restored (Cinder's new volumes get the default type: onto one
+        # of the replicated type) where its copies hold other data.
+        restored = self.create_volume(1, volume_type=vtype.id)
+        self.write_copies(restored, os.urandom(LENGTH), LENGTH)
+        self.restore(full, restored)
+        wanted = bytes(ROOM) + data + bytes(LENGTH)
+        self.assertEqual({'own': wanted, 'copy': wanted},
+                         self.read_copies(restored, len(wanted)))
+        self._delete_backups(full)
+
+    def _copies(self, volume):
+        """name -> (lvol alias, target) of each of the volume's copies."""
+        return {'own': ('%s/volume-%s' % (base.LVS, volume.id), None),
+                'copy': ('%s/replica-%s' % (deployment.REPLICA_LVSTORE,
+                                            volume.id),
+                         self.deployment.replica_target)}
+
+    def write_copies(self, volume, data, offset=0):
+        for alias, target in self._copies(volume).values():
+            self.dd(alias, ROOM + offset, data=data, target=target)
+
+    def read_copies(self, volume, length):
+        return {name: self.dd(alias, 0, length, target=target)
+                for name, (alias, target) in self._copies(volume).items()}
 
     def test_more_copies_than_targets_never_schedules(self):
         vtype = self.make_type(extra_specs={

@@ -195,6 +195,36 @@ class PlacementTest(ReplicatedTestCase):
         # Two copies still fit on the targets that answer.
         self.created(vtype=self.replicated(2))
 
+    def test_peers_dying_during_a_clone_copy_leave_what_delete_removes(self):
+        source = self.created(vtype=self.replicated(2))
+        snapshot = self.make_snapshot(source)
+        self.driver.create_snapshot(snapshot)
+        write_file = dd.write_file
+
+        def dying(*args):
+            for target in self.peers.values():
+                target.kill()
+            return write_file(*args)
+
+        with fixtures.MonkeyPatch('cinder_spdk_vhost.dd.write_file', dying):
+            clone = self.make_volume(vtype=self.replicated(2))
+            self.assertRaises(exception.VolumeBackendAPIException,
+                              self.driver.create_volume_from_snapshot,
+                              clone, snapshot)
+        # The own target's part is undone; the staging file is gone.
+        self.assertNotIn(clone.name, self.lvol_names())
+        self.assertEqual([], os.listdir(
+            self.driver.configuration.spdk_image_staging_dir))
+        for name in PEERS:
+            self.restart_peer(name)
+        # The copy a dead peer could not delete is found by name: the
+        # delete of the volume Cinder set to error removes it.
+        self.assertEqual(1, len(self.copies(clone)))
+        self.driver.delete_volume(clone)
+        self.driver.delete_snapshot(snapshot)
+        self.driver.delete_volume(source)
+        self.assertEqual([], self.everything())
+
     def test_a_dead_peer_fails_the_delete_and_a_retry_finishes_it(self):
         volume = self.created(vtype=self.replicated(3))
         self.peers['spdk-c'].kill()
