@@ -23,6 +23,7 @@ from oslo_config import cfg
 from oslo_log import log
 from oslo_messaging import conffixture as messaging_conffixture
 
+from cinder_spdk_vhost import peers
 from testbed import spdk_build
 
 CONF = cfg.CONF
@@ -68,8 +69,12 @@ class CinderSide(object):
     # -- set-up ------------------------------------------------------------
 
     def do_start(self, rpc_socket, target_id, lvstore='lvs0',
-                 nvmf_address='127.0.0.1', nvmf_port=4420):
-        """Start cinder-volume's manager on the backend, as configured."""
+                 nvmf_address='127.0.0.1', nvmf_port=4420, replica_targets=()):
+        """Start cinder-volume's manager on the backend, as configured.
+
+        ``replica_targets``: [{name, rpc_socket, target_id, nvmf_port}]
+        of the storage targets holding replicated volumes' other copies.
+        """
         # Imported once the objects are registered: it annotates with them.
         from cinder.volume import manager as volume_manager
         configuration.Configuration(volume_manager.volume_backend_opts,
@@ -87,8 +92,18 @@ class CinderSide(object):
                             ('spdk_nvmf_address', nvmf_address),
                             ('spdk_nvmf_port', nvmf_port),
                             ('spdk_dd_path', spdk_build.app_path('spdk_dd')),
-                            ('volume_backend_name', BACKEND)):
+                            ('volume_backend_name', BACKEND),
+                            ('spdk_replica_targets',
+                             [peer['name'] for peer in replica_targets])):
             CONF.set_override(name, value, group=BACKEND)
+        for peer in replica_targets:
+            peers.section(peer['name'])
+            for name, value in (('spdk_rpc_socket', peer['rpc_socket']),
+                                ('spdk_target_id', peer['target_id']),
+                                ('spdk_nvmf_address', nvmf_address),
+                                ('spdk_nvmf_port', peer['nvmf_port']),
+                                ('spdk_saved_config', '')):
+                CONF.set_override(name, value, group=peer['name'])
         self.manager.init_host(service_id=None)
         if not self.manager.driver.initialized:
             raise RuntimeError('the SPDK driver did not initialize: see '
@@ -96,10 +111,11 @@ class CinderSide(object):
         self.lvstore = lvstore
         return {'driver': type(self.manager.driver).__name__}
 
-    def do_create_type(self, name, qos=None, consumer='back-end'):
+    def do_create_type(self, name, qos=None, consumer='back-end',
+                       extra_specs=None):
         """A volume type, with a QoS spec associated when qos is given."""
-        vtype = volume_types.create(self.ctxt, name,
-                                    {'volume_backend_name': BACKEND})
+        vtype = volume_types.create(self.ctxt, name, dict(
+            extra_specs or {}, volume_backend_name=BACKEND))
         if qos:
             spec = qos_specs.create(self.ctxt, name + '-qos',
                                     dict(qos, consumer=consumer))

@@ -32,6 +32,7 @@ from oslo_log import log as logging
 from oslo_serialization import jsonutils
 
 from os_brick_connector import connector_errors
+from spdk_vhost_core import replicas as wire
 from testbed.guest import pty_console
 from testbed.guest import qemu
 from testbed import libvirt_host
@@ -104,11 +105,16 @@ class LiveMigrationTest(base.TestCase):
 
         storage = targets.storage(self)
         self.storage = storage
-        port = net.free_port()
+        # The second copy's target, for replicated volume types.
+        self.replica = targets.storage(self, 'storage-b')
         self.cinder = self.useFixture(service_process.ServiceProcess(
             service_process.CINDER))
         self.cinder.call('start', rpc_socket=storage.socket_path,
-                         target_id='storage-node', nvmf_port=port)
+                         target_id='storage-node', nvmf_port=net.free_port(),
+                         replica_targets=[{
+                             'name': 'spdk-b', 'target_id': 'storage-b',
+                             'rpc_socket': self.replica.socket_path,
+                             'nvmf_port': net.free_port()}])
 
         second = self.useFixture(libvirt_host.LibvirtHost())
         self.hosts = {
@@ -259,9 +265,9 @@ class LiveMigrationTest(base.TestCase):
 
     # -- checks --------------------------------------------------------------
 
-    def admitted(self, volume_id):
+    def admitted(self, volume_id, storage=None):
         """Host NQNs the volume's NVMe-oF subsystem admits."""
-        for sub in rpc(self.storage, 'nvmf_get_subsystems'):
+        for sub in rpc(storage or self.storage, 'nvmf_get_subsystems'):
             if sub['nqn'].endswith(volume_id):
                 return sorted(h['nqn'] for h in sub['hosts'])
         return []
@@ -341,6 +347,36 @@ class LiveMigrationTest(base.TestCase):
         self.assertEqual(['vhost-' + volume_id], self.controllers(a))
         self.assertEqual([HOSTS['a']], self.admitted(volume_id))
         self.assertEqual(LIMIT_MIB, self.limits(a, volume_id))
+
+    def test_migrate_replicated_writing_guest(self):
+        """A mirror of two copies: each host assembles its own over them.
+
+        The destination attaches both copies and mirrors them from the
+        superblock the source's mirror keeps up to date, while the
+        source still writes through its own.
+        """
+        inst = self._instance()
+        a, b = self.hosts['a'], self.hosts['b']
+        type_id = self.cinder.call('create_type', name='two-copies',
+                                   extra_specs={'spdk:replicas': '2'})
+        volume_id, conn_a, console = self.boot(inst, type_id)
+        self.assertEqual(wire.REPLICATED, conn_a['data']['transport'])
+        console.execute(qemu.writer_start('vda', *WRITER))
+        console.execute(qemu.writer_status())
+
+        at_b, dom = self.move(inst, volume_id, a, b,
+                              (self.connector_a, conn_a),
+                              'writing guest, two copies')
+        self.assertEqual([HOSTS['b']],
+                         self.admitted('replica-' + volume_id, self.replica))
+        console = self.console(dom)
+        self.check_data(console, writer_stopped=False)
+        [raid] = rpc(b.target, 'bdev_raid_get_bdevs', {'category': 'all'})
+        self.assertEqual((volume_id, 'online', 2),
+                         (raid['name'], raid['state'],
+                          raid['num_base_bdevs_operational']))
+        self.assertEqual([], rpc(a.target, 'bdev_raid_get_bdevs',
+                                 {'category': 'all'}))
 
     def test_aborted_migration_rolls_back(self):
         """Aborted while copying memory: the source's state, exactly."""
