@@ -37,7 +37,6 @@ from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import operation
 from cinder_spdk_vhost import pools
 from cinder_spdk_vhost import rollback
-from cinder_spdk_vhost import sparse
 
 LOG = log.getLogger(__name__)
 
@@ -101,7 +100,7 @@ class Backups(pools.Part):
                     self.replicas.check_in_sync(volume, lvol)
                     source = images.flat_source(self.client, lvol, volume.id,
                                                 tmp)
-                    self._copy_out(source, lvol, path, volume.id, offset)
+                    self._copy_out(volume, source, lvol, path)
             except Exception:
                 images.remove_file(path)
                 raise
@@ -116,26 +115,9 @@ class Backups(pools.Part):
         with os.fdopen(fd, 'wb') as out:
             out.truncate(size)
 
-    def _copy_out(self, source, lvol, path, obj_id, offset):
-        """Stage read-only ``source``'s bytes from ``offset`` on in ``path``.
-
-        A replicated volume's copy (``offset`` past its superblock) is
-        staged whole in a scratch file first, then its data extents
-        shifted into ``path``.
-        """
-        if not offset:
-            self._export(source, lvol, path, obj_id)
-            return
-        with images.staging_file(image_ops.staging_dir(self.conf),
-                                 'raw-%s-' % obj_id) as raw:
-            self._export(source, lvol, raw, obj_id)
-            sparse.shifted_copy(raw, path, offset, 0,
-                                lvol.size_bytes - offset)
-
-    def _export(self, source, lvol, path, obj_id):
-        info = images.export_to_file(
-            self.client, source, lvol, path, lvols.temp_name('bk', obj_id),
-            self.conf.spdk_image_copy_timeout)
+    def _copy_out(self, obj, source, lvol, path):
+        info = self.replicas.read_disk(obj, source, lvol, path,
+                                       lvols.temp_name('bk', obj.id))
         LOG.debug('Staged %(src)s: %(info)s', {'src': source, 'info': info})
 
     def unstage_volume(self, volume, kind):
@@ -174,35 +156,12 @@ class Backups(pools.Part):
                          'its %d' % (volume.id, size, room))
             os.truncate(path, room)
             dig_holes(path)
-            with images.staging_file(image_ops.staging_dir(self.conf),
-                                     'raw-%s-' % volume.id) as raw:
-                if offset:
-                    sparse.shifted_copy(path, raw, 0, offset,
-                                        old.size_bytes)
-                    path = raw
-                alias, stale = self._import(volume, old, path, limits, rb)
+            stale = self.replicas.write_disk(volume, old, path, limits, rb,
+                                             'restored')
         with errors.translated('clean up after restore'):
             self.replicas.drop(stale)
             self.pools.release_parent(old.lvs, old.base_snapshot)
         LOG.info('Volume %s restored from its staged file', volume.id)
-
-    def _import(self, volume, old, path, limits, rb):
-        """Raw ``path`` into new lvols replacing the volume's copies.
-
-        Returns the own copy's alias and the other copies set aside.
-        """
-        store = self.client.bdev_lvol_get_lvstores(lvs_name=old.lvs)[0]
-        images.pad(path, store['cluster_size'])
-        alias = images.import_file(
-            self.client, self.exporter, self.conf, path, old.lvs,
-            lvols.temp_name('restore', volume.id), volume.id,
-            store['cluster_size'], rb)
-        stale = self.replicas.restore(volume, path, limits, rb)
-        alias = self.pools.replace(old, alias, volume, limits, rb,
-                                   'restored', self.replicas.lvol_mib(volume))
-        if not self.conf.spdk_thin_provision:
-            self.client.bdev_lvol_inflate(alias)
-        return alias, stale
 
     # -- snapshots (backup of an in-use volume) ---------------------------
 
@@ -226,7 +185,7 @@ class Backups(pools.Part):
             try:
                 source = images.flat_snapshot(self.client, snap, snapshot.id,
                                               tmp)
-                self._copy_out(source, snap, path, snapshot.id, offset)
+                self._copy_out(snapshot, source, snap, path)
             except Exception:
                 images.remove_file(path)
                 raise

@@ -94,11 +94,11 @@ class SpdkVhostDriver(driver.VolumeDriver):
         self.pools = pools.Pools(
             self.client, conf, self.exporter,
             saved_config.ConfigSaver.from_conf(self.client, conf))
-        self.images = image_ops.ImageOps(self.pools)
         self.manager = manageable.Manager(self.pools)
         self.replicas = replication.Replicas(
             self.pools, peers.from_conf(conf, self.target_id),
             self.target_id)
+        self.images = image_ops.ImageOps(self.pools, self.replicas)
         self.backups = backup.Backups(self.pools, self.replicas)
         self.mover = migration.Mover(self.pools, self.replicas)
         self.connections = connections.Connections(
@@ -294,19 +294,16 @@ class SpdkVhostDriver(driver.VolumeDriver):
 
     def copy_image_to_volume(self, context, volume, image_service, image_id,
                              disable_sparse=False):
-        self.replicas.refuse(volume, 'Writing an image')
         self.images.copy_image_to_volume(context, volume, image_service,
                                          image_id, disable_sparse)
 
     def copy_volume_to_image(self, context, volume, image_service,
                              image_meta):
-        self.replicas.refuse(volume, 'Uploading to an image')
         self.images.copy_volume_to_image(context, volume, image_service,
                                          image_meta)
 
     def clone_image(self, context, volume, image_location, image_meta,
                     image_service):
-        self.replicas.refuse(volume, 'Creating from an image')
         return self.images.clone_image(context, volume, image_location,
                                        image_meta, image_service)
 

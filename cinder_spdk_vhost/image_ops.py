@@ -8,6 +8,8 @@ and uploads; :mod:`cinder_spdk_vhost.images` moves the bytes between the
 raw file and the lvol on the target.
 """
 
+import contextlib
+
 from cinder import exception
 from cinder.image import image_utils
 from cinder.volume import volume_utils
@@ -34,7 +36,16 @@ def staging_dir(conf):
 
 
 class ImageOps(pools.Part):
-    """copy_image_to_volume, copy_volume_to_image and clone_image."""
+    """copy_image_to_volume, copy_volume_to_image and clone_image.
+
+    Images hold the guest's disk: a replicated volume's copies hold it
+    after the superblock's room, which ``replicas`` (a
+    :class:`replication.Replicas`) reads and writes past.
+    """
+
+    def __init__(self, pools, replicas):
+        super().__init__(pools)
+        self.replicas = replicas
 
     @property
     def image_cache(self):
@@ -72,36 +83,43 @@ class ImageOps(pools.Part):
 
         The image must fit ``volume``; the new lvol is image-sized.
         """
+        store = self.client.bdev_lvol_get_lvstores(lvs_name=lvs)[0]
+        with self._fetched(context, image_service, image_id, volume,
+                           disable_sparse) as path:
+            images.pad(path, store['cluster_size'])
+            return images.import_file(
+                self.client, self.exporter, self.conf, path, lvs,
+                lvol_name, volume.id, store['cluster_size'], rb)
+
+    @contextlib.contextmanager
+    def _fetched(self, context, image_service, image_id, volume,
+                 disable_sparse):
+        """The image as a raw staging file (Cinder's rules), gone after."""
         self.exporter.require('Writing an image into a volume (spdk_dd '
                               'reaches the lvol over NVMe/TCP)')
-        store = self.client.bdev_lvol_get_lvstores(lvs_name=lvs)[0]
         with images.staging_file(self.staging_dir(),
                                  'image-%s-' % image_id) as path:
             image_utils.fetch_to_raw(
                 context, image_service, image_id, path,
                 self.conf.volume_dd_blocksize, size=volume.size,
                 run_as_root=False, disable_sparse=disable_sparse)
-            images.pad(path, store['cluster_size'])
-            return images.import_file(
-                self.client, self.exporter, self.conf, path, lvs,
-                lvol_name, volume.id, store['cluster_size'], rb)
+            yield path
 
     def copy_image_to_volume(self, context, volume, image_service, image_id,
                              disable_sparse=False):
-        """Replace the volume's (new, empty) lvol by the imported image."""
+        """Replace the volume's (new, empty) copies by the imported image."""
         limits = self.pools.limits(volume.volume_type_id, volume.size)
         with operation.running('copy image %s to volume %s'
                                % (image_id, volume.id),
                                locks.vlock(volume.id)) as rb:
             old = self.pools.get(volume)
             self.pools.refuse_if_exported(old, volume)
-            alias = self._import_image(
-                context, image_service, image_id, volume, old.lvs,
-                lvols.temp_name('import', volume.id), rb, disable_sparse)
-            alias = self.pools.replace(old, alias, volume, limits, rb,
-                                       'imported')
-            if not self.conf.spdk_thin_provision:
-                self.client.bdev_lvol_inflate(alias)
+            with self._fetched(context, image_service, image_id, volume,
+                               disable_sparse) as path:
+                stale = self.replicas.write_disk(volume, old, path, limits,
+                                                 rb, 'imported')
+        with errors.translated('clean up after the image import'):
+            self.replicas.drop(stale)
 
     def copy_volume_to_image(self, context, volume, image_service,
                              image_meta):
@@ -117,12 +135,11 @@ class ImageOps(pools.Part):
                                       % volume.id), \
                     rollback.Cleanup('export volume %s' % volume.id) as tmp:
                 lvol = self.pools.get(volume)
+                self.replicas.check_in_sync(volume, lvol)
                 source = images.flat_source(self.client, lvol, volume.id,
                                             tmp)
-                images.export_to_file(
-                    self.client, source, lvol, path,
-                    lvols.temp_name('out', volume.id),
-                    self.conf.spdk_image_copy_timeout)
+                self.replicas.read_disk(volume, source, lvol, path,
+                                        lvols.temp_name('out', volume.id))
             volume_utils.upload_volume(context, image_service, image_meta,
                                        path, volume, run_as_root=False)
 
@@ -135,6 +152,12 @@ class ImageOps(pools.Part):
         the cache is off or full.
         """
         if not self.image_cache.enabled:
+            return None, False
+        if self.replicas.copies(volume) > 1:
+            # A cached base holds the image at offset 0, a replicated
+            # copy after the superblock: Cinder copies the image instead.
+            LOG.debug('Volume %s is replicated: not cloned from the image '
+                      'cache', volume.id)
             return None, False
         limits = self.pools.limits(volume.volume_type_id, volume.size)
         lvs = self.pools.pool(volume)

@@ -25,12 +25,12 @@ so no two copies of a clone can differ, whatever the guest wrote during
 the snapshot. A clone's copies then have their superblock wiped: it is
 the source's mirror, and the compute host makes the clone its own. What
 reads or writes the guest's bytes on the storage side skips the
-superblock's room: a backup reads the own copy (proven in sync) from
-:data:`superblock.DATA_OFFSET` on, a restore writes every copy anew
-with that room left zero. Images and moves between pools are still
-refused for replicated volumes, as is a clone between a replicated
-volume and a single-copy one: their data does not start at the same
-offset.
+superblock's room: a backup or an upload reads the own copy (proven in
+sync) from :data:`superblock.DATA_OFFSET` on (:meth:`Replicas.read_disk`),
+a restore or an image writes every copy anew with that room left zero
+(:meth:`Replicas.write_disk`). Moves between pools are still refused
+for replicated volumes, as is a clone between a replicated volume and a
+single-copy one: their data does not start at the same offset.
 """
 
 import contextlib
@@ -41,10 +41,13 @@ from oslo_log import log
 
 from cinder_spdk_vhost import dd
 from cinder_spdk_vhost import export
+from cinder_spdk_vhost import image_ops
+from cinder_spdk_vhost import images
 from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import pools
 from cinder_spdk_vhost import remote_copy
 from cinder_spdk_vhost import rollback
+from cinder_spdk_vhost import sparse
 from cinder_spdk_vhost import superblock
 from spdk_vhost_core import exception as rpc_exc
 from spdk_vhost_core import replicas as wire
@@ -328,6 +331,57 @@ class Replicas(pools.Part):
                      '%s' % (volume.id, ', '.join(stale), doing))
         return heads
 
+    # -- the guest's disk as a raw file (backups, images) ----------------
+
+    def read_disk(self, obj, source, lvol, path, aio_name):
+        """Fill ``path`` with the guest's disk, from read-only ``source``.
+
+        ``obj``: the volume or snapshot; ``lvol``: the lvol's size and
+        block size. A replicated copy is staged whole in a scratch file
+        first, then its data extents move down past the superblock's
+        room. Returns the shallow copy's report.
+        """
+        timeout = self.conf.spdk_image_copy_timeout
+        offset = self.data_offset(obj)
+        if not offset:
+            return images.export_to_file(self.client, source, lvol, path,
+                                         aio_name, timeout)
+        with images.staging_file(image_ops.staging_dir(self.conf),
+                                 'raw-%s-' % obj.id) as raw:
+            info = images.export_to_file(self.client, source, lvol, raw,
+                                         aio_name, timeout)
+            sparse.shifted_copy(raw, path, offset, 0,
+                                lvol.size_bytes - offset)
+        return info
+
+    def write_disk(self, volume, old, path, limits, rb, tag):
+        """Make raw ``path``, the guest's disk, every copy of ``volume``.
+
+        A new thin lvol replaces each copy: the own copy ``old`` under
+        ``tag`` (:meth:`pools.Pools.replace`); the others are set aside
+        and returned, for :meth:`drop` once the operation is done. A
+        replicated volume's copies get the data after the superblock's
+        room, left zero, so the next attach mirrors them afresh.
+        """
+        offset = self.data_offset(volume)
+        with images.staging_file(image_ops.staging_dir(self.conf),
+                                 'raw-%s-' % volume.id) as raw:
+            if offset:
+                sparse.shifted_copy(path, raw, 0, offset, old.size_bytes)
+                path = raw
+            store = self.client.bdev_lvol_get_lvstores(lvs_name=old.lvs)[0]
+            images.pad(path, store['cluster_size'])
+            alias = images.import_file(
+                self.client, self.exporter, self.conf, path, old.lvs,
+                lvols.temp_name(tag, volume.id), volume.id,
+                store['cluster_size'], rb)
+            stale = self.restore(volume, path, limits, rb)
+        alias = self.pools.replace(old, alias, volume, limits, rb, tag,
+                                   self.lvol_mib(volume))
+        if not self.conf.spdk_thin_provision:
+            self.client.bdev_lvol_inflate(alias)
+        return stale
+
     def revert(self, volume, snap, alias, limits, rb):
         """Make the other copies ``snap``'s again, as new own copy ``alias``.
 
@@ -345,6 +399,8 @@ class Replicas(pools.Part):
 
     def restore(self, volume, path, limits, rb):
         """Make the other copies hold raw ``path``, as :meth:`revert` does.
+
+        (For :meth:`write_disk`.)
 
         ``path``: a whole copy's bytes, its superblock's room left zero.
         """

@@ -39,6 +39,7 @@ from testbed import spdk_build
 from testbed import spdk_dd
 from testbed import spdk_target
 from tests.cinder import base
+from tests.cinder.functional import imaging
 from tests.cinder.functional import test_driver
 
 MIB = test_driver.MIB
@@ -262,10 +263,6 @@ class PlacementTest(ReplicatedTestCase):
                 # Its data starts after the superblock; a plain one's not.
                 (self.driver.create_cloned_volume,
                  (self.make_volume(), volume)),
-                (self.driver.copy_volume_to_image,
-                 (self.ctxt, volume, None, {})),
-                (self.driver.copy_image_to_volume,
-                 (self.ctxt, volume, None, 'image')),
                 (self.driver.unmanage, (volume,))]:
             self.assertRaises(exception.VolumeDriverException, call, *args)
         self.assertEqual(2, len(self.copies(volume)))
@@ -689,6 +686,39 @@ class BackupTest(WrittenTestCase):
                           self.staged, volume, 'backing-up')
         self.assertEqual([], os.listdir(
             self.driver.configuration.spdk_image_staging_dir))
+
+
+class ImageTest(WrittenTestCase, imaging.ImageTestCase):
+    """Images into and out of a replicated volume: the guest's disk."""
+
+    def test_an_image_in_and_out_is_the_guests_disk(self):
+        data = pattern('I', 3 * MIB)
+        volume = self.created(vtype=self.replicated(2))
+        self.driver.copy_image_to_volume(self.ctxt, volume, self.glance,
+                                         self.add_image(data)['id'])
+        end = superblock.DATA_OFFSET + len(data)
+        copies = self.copy_bytes(volume, end)
+        self.assertEqual(2, len(copies))
+        for tid, got in copies.items():
+            self.assertEqual(bytes(superblock.DATA_OFFSET),
+                             got[:superblock.DATA_OFFSET], tid)
+            self.assertSameBytes(data, got[superblock.DATA_OFFSET:], tid)
+
+        props, info = self.attach(volume)
+        writer = Writer(self, volume.id)
+        self.assertSameBytes(data, writer.dd.read(volume.id, 0, len(data)))
+        writer.once()
+        writer.stop()
+        self.detach(volume, props, info)
+        upload = self.empty_image('raw')
+        self.driver.copy_volume_to_image(self.ctxt, volume, self.glance,
+                                         upload)
+        got, size = self.image_bytes(upload['id'], Writer.WRITTEN, 'raw')
+        self.assertEqual(volume.size * 1024 * MIB, size)
+        self.assertSameBytes(writer.patterns[0], got)
+        self.driver.delete_volume(volume)
+        self.assertEqual([], self.everything())
+        self.assertEqual([], self.staged_files())
 
 
 class WatchTest(ComputeTestCase):
