@@ -89,6 +89,14 @@ class CloneImageTest(dbase.ImageTestCase):
             self.ctxt, self.make_volume(), None, meta, self.glance))
         self.assertEqual([], self.names())
 
+    def test_replicated_volume_declines(self):
+        """Its copies hold the image 1 MiB in; a cached base at 0."""
+        volume = self.make_volume(vtype=self.make_type(
+            extra_specs={'spdk:replicas': '2'}))
+        self.assertEqual((None, False), self.driver.clone_image(
+            self.ctxt, volume, None, self.image(), self.glance))
+        self.assertEqual([], self.names())
+
     def test_second_volume_is_a_clone_of_one_base(self):
         meta = self.image()
         first, result = self.clone(meta)
