@@ -157,7 +157,7 @@ class Backups(pools.Part):
             os.truncate(path, room)
             dig_holes(path)
             stale = self.replicas.write_disk(volume, old, path, limits, rb,
-                                             'restored')
+                                             'restore', 'restored')
         with errors.translated('clean up after restore'):
             self.replicas.drop(stale)
             self.pools.release_parent(old.lvs, old.base_snapshot)

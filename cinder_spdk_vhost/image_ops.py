@@ -117,7 +117,7 @@ class ImageOps(pools.Part):
             with self._fetched(context, image_service, image_id, volume,
                                disable_sparse) as path:
                 stale = self.replicas.write_disk(volume, old, path, limits,
-                                                 rb, 'imported')
+                                                 rb, 'import', 'imported')
         with errors.translated('clean up after the image import'):
             self.replicas.drop(stale)
 

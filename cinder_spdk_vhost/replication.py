@@ -354,26 +354,23 @@ class Replicas(pools.Part):
                                 lvol.size_bytes - offset)
         return info
 
-    def write_disk(self, volume, old, path, limits, rb, tag):
+    def write_disk(self, volume, old, path, limits, rb, scratch, tag):
         """Make raw ``path``, the guest's disk, every copy of ``volume``.
 
-        A new thin lvol replaces each copy: the own copy ``old`` under
-        ``tag`` (:meth:`pools.Pools.replace`); the others are set aside
-        and returned, for :meth:`drop` once the operation is done. A
+        A new thin lvol (first the scratch lvol of kind ``scratch``, which
+        a retry finds and replaces) takes the place of each copy: the own
+        copy ``old`` is set aside under ``tag`` and deleted
+        (:meth:`pools.Pools.replace`); the others are set aside and
+        returned, for :meth:`drop` once the operation is done. A
         replicated volume's copies get the data after the superblock's
         room, left zero, so the next attach mirrors them afresh.
         """
-        offset = self.data_offset(volume)
-        with images.staging_file(image_ops.staging_dir(self.conf),
-                                 'raw-%s-' % volume.id) as raw:
-            if offset:
-                sparse.shifted_copy(path, raw, 0, offset, old.size_bytes)
-                path = raw
+        with self._at_offset(path, volume, old.size_bytes) as path:
             store = self.client.bdev_lvol_get_lvstores(lvs_name=old.lvs)[0]
             images.pad(path, store['cluster_size'])
             alias = images.import_file(
                 self.client, self.exporter, self.conf, path, old.lvs,
-                lvols.temp_name(tag, volume.id), volume.id,
+                lvols.temp_name(scratch, volume.id), volume.id,
                 store['cluster_size'], rb)
             stale = self.restore(volume, path, limits, rb)
         alias = self.pools.replace(old, alias, volume, limits, rb, tag,
@@ -381,6 +378,21 @@ class Replicas(pools.Part):
         if not self.conf.spdk_thin_provision:
             self.client.bdev_lvol_inflate(alias)
         return stale
+
+    @contextlib.contextmanager
+    def _at_offset(self, path, volume, size):
+        """``path``, or a scratch copy with the data where copies hold it.
+
+        The copy is ``size`` bytes, a whole copy's.
+        """
+        offset = self.data_offset(volume)
+        if not offset:
+            yield path
+            return
+        with images.staging_file(image_ops.staging_dir(self.conf),
+                                 'raw-%s-' % volume.id) as raw:
+            sparse.shifted_copy(path, raw, 0, offset, size)
+            yield raw
 
     def revert(self, volume, snap, alias, limits, rb):
         """Make the other copies ``snap``'s again, as new own copy ``alias``.
