@@ -97,7 +97,8 @@ class Backups(pools.Part):
             self._new_file(path, lvol.size_bytes - offset)
             try:
                 if kind == 'backup':
-                    self.replicas.check_in_sync(volume, lvol)
+                    self.replicas.check_in_sync(volume, lvol,
+                                                'backing it up')
                     source = images.flat_source(self.client, lvol, volume.id,
                                                 tmp)
                     self._copy_out(volume, source, lvol, path)

@@ -135,7 +135,8 @@ class ImageOps(pools.Part):
                                       % volume.id), \
                     rollback.Cleanup('export volume %s' % volume.id) as tmp:
                 lvol = self.pools.get(volume)
-                self.replicas.check_in_sync(volume, lvol)
+                self.replicas.check_in_sync(volume, lvol,
+                                            'uploading it to an image')
                 source = images.flat_source(self.client, lvol, volume.id,
                                             tmp)
                 self.replicas.read_disk(volume, source, lvol, path,

@@ -311,11 +311,10 @@ class Replicas(pools.Part):
             LOG.info('Dropped the copy of volume %(vol)s on %(peer)s',
                      {'vol': volume.id, 'peer': peer})
 
-    def check_in_sync(self, volume, lvol):
-        """Refuse to read detached ``volume``'s own copy ``lvol`` if stale."""
+    def check_in_sync(self, volume, lvol, doing):
+        """Refuse ``doing`` from ``volume``'s own copy ``lvol`` if stale."""
         if self.copies(volume) > 1:
-            self._in_sync(volume, lvol, self.every_copy(volume),
-                          'backing it up')
+            self._in_sync(volume, lvol, self.every_copy(volume), doing)
 
     def _in_sync(self, volume, lvol, held, doing):
         """Every copy's superblock, once they prove the copies identical."""
@@ -372,7 +371,7 @@ class Replicas(pools.Part):
                 self.client, self.exporter, self.conf, path, old.lvs,
                 lvols.temp_name(scratch, volume.id), volume.id,
                 store['cluster_size'], rb)
-            stale = self.restore(volume, path, limits, rb)
+            stale = self._rewrite_peers(volume, path, limits, rb)
         alias = self.pools.replace(old, alias, volume, limits, rb, tag,
                                    self.lvol_mib(volume))
         if not self.conf.spdk_thin_provision:
@@ -409,10 +408,8 @@ class Replicas(pools.Part):
         self._copy_to_peers(volume, snap, made)
         return stale
 
-    def restore(self, volume, path, limits, rb):
+    def _rewrite_peers(self, volume, path, limits, rb):
         """Make the other copies hold raw ``path``, as :meth:`revert` does.
-
-        (For :meth:`write_disk`.)
 
         ``path``: a whole copy's bytes, its superblock's room left zero.
         """
@@ -439,7 +436,7 @@ class Replicas(pools.Part):
         return stale, made
 
     def drop(self, stale):
-        """Delete the copies :meth:`revert` or :meth:`restore` set aside."""
+        """Delete the copies :meth:`revert` or :meth:`write_disk` set aside."""
         for peer, alias in stale:
             peer.pools.delete_lvol(alias)
 
