@@ -209,18 +209,31 @@ class SpdkTarget(fixtures.Fixture):
         spinning and hold its whole size in hugepages; AIO does neither.
         Returns the lvstore's UUID.
         """
-        path = os.path.join(self.workdir, '%s.img' % lvs_name)
-        with open(path, 'wb') as image:
+        with open(self._aio_path(lvs_name), 'wb') as image:
             image.truncate(size_mib << 20)
+        bdev = self._aio_base(lvs_name, block_size)
+        return self.rpc('bdev_lvol_create_lvstore', {
+            'bdev_name': bdev, 'lvs_name': lvs_name,
+            'cluster_sz': cluster_mib << 20})
+
+    def reopen_aio_lvstore(self, lvs_name='lvs0', block_size=4096):
+        """Load an :meth:`aio_lvstore` again, after a start without config."""
+        self._aio_base(lvs_name, block_size)
+        self.rpc('bdev_wait_for_examine')
+
+    def _aio_path(self, lvs_name):
+        return os.path.join(self.workdir, '%s.img' % lvs_name)
+
+    def _aio_base(self, lvs_name, block_size):
+        """The aio bdev under lvstore ``lvs_name``; its name."""
         bdev = '%s_base' % lvs_name
-        self.rpc('bdev_aio_create', {'name': bdev, 'filename': path,
+        self.rpc('bdev_aio_create', {'name': bdev,
+                                     'filename': self._aio_path(lvs_name),
                                      'block_size': block_size})
         if not self.auto_examine:
             # Only the lvstore's base: its lvols stay unexamined.
             self.rpc('bdev_examine', {'name': bdev})
-        return self.rpc('bdev_lvol_create_lvstore', {
-            'bdev_name': bdev, 'lvs_name': lvs_name,
-            'cluster_sz': cluster_mib << 20})
+        return bdev
 
 
 def wait_nvme_enabled(client, name, timeout=30):

@@ -103,9 +103,7 @@ class TargetTestCase(CinderTestCase):
 
     def add_base(self):
         """Re-open the lvstore's file after a restart without a config."""
-        self.rpc('bdev_aio_create', {
-            'name': '%s_base' % LVS, 'block_size': 4096,
-            'filename': '%s/%s.img' % (self.target.workdir, LVS)})
+        self.target.reopen_aio_lvstore(LVS)
 
     def rpc(self, method, params=None):
         """One call on the target; fail the test on an error reply."""
