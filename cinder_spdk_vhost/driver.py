@@ -8,8 +8,9 @@ the ``spdk_vhost`` connection_info (see :mod:`connections`).
 The class is Cinder's interface and little else: it delegates to
 :class:`pools.Pools` (lvol work), :class:`image_ops.ImageOps`,
 :class:`backup.Backups`, :class:`manageable.Manager`,
-:class:`migration.Mover` and :class:`connections.Connections`, each
-method framed by :func:`operation.running`. Operators: see
+:class:`migration.Mover`, :class:`connections.Connections` and
+:class:`replica_health.Health`, each method framed by
+:func:`operation.running`. Operators: see
 doc/source/admin/cinder-driver.rst.
 """
 
@@ -31,6 +32,7 @@ from cinder_spdk_vhost import operation
 from cinder_spdk_vhost import options
 from cinder_spdk_vhost import peers
 from cinder_spdk_vhost import pools
+from cinder_spdk_vhost import replica_health
 from cinder_spdk_vhost import replication
 from cinder_spdk_vhost import target_rpcs
 from cinder_spdk_vhost import validation
@@ -98,6 +100,7 @@ class SpdkVhostDriver(driver.VolumeDriver):
         self.replicas = replication.Replicas(
             self.pools, peers.from_conf(conf, self.target_id),
             self.target_id)
+        self.health = replica_health.Health(self.replicas, self.host)
         self.images = image_ops.ImageOps(self.pools, self.replicas)
         self.backups = backup.Backups(self.pools, self.replicas)
         self.mover = migration.Mover(self.pools, self.replicas)
@@ -412,7 +415,11 @@ class SpdkVhostDriver(driver.VolumeDriver):
     # -- stats -----------------------------------------------------------
 
     def _update_volume_stats(self):
-        """One pool per lvol store, flat in the number of volumes."""
+        """One pool per lvol store, flat in the number of volumes.
+
+        Also the driver's one periodic task: the degraded marks of
+        replicated volumes (:mod:`replica_health`) are brought up to date.
+        """
         with errors.translated('volume stats'):
             pool_stats = self.pools.stats(self.target_id)
             # The most copies (spdk:replicas) a volume could have now,
@@ -429,6 +436,8 @@ class SpdkVhostDriver(driver.VolumeDriver):
             'storage_protocol': 'vhost-user',
             'pools': pool_stats,
         }
+        if self.replicas.peers:
+            self.health.survey()
 
     def get_volume_stats(self, refresh=False):
         if refresh or not self._stats:

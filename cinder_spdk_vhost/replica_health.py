@@ -1,0 +1,129 @@
+"""Tell Cinder's users which replicated volumes run degraded.
+
+The compute host's mirror knows first when a copy is lost, and says so
+(``spdk-vhost-replicas``). The volume service sees it from the storage
+side and records it on the volume, where ``openstack volume show`` and
+a metadata filter of the volume list find it. At each stats report
+(every ``backend_stats_polling_interval``) :meth:`Health.survey` looks
+at each available or in-use replicated volume of the backend:
+
+* fewer copies found than its type promises (a target does not answer,
+  or lost the lvol): degraded;
+* every copy there, on a volume already marked: the copies' RAID
+  superblocks (a ``spdk_dd`` read of 4 KiB each) tell whether one still
+  lacks writes. It stays degraded until its compute host has rebuilt
+  it; a detached volume, until it is attached and repaired;
+* otherwise the mark goes.
+
+A degraded volume carries the metadata ``spdk:replica_state =
+degraded`` and ``spdk:replica_problem``, which says why; both go when
+it is whole again. Superblocks are read for marked volumes only, so a
+copy that a compute host failed out while its target still answers the
+volume service (a fault between those two hosts alone) shows on that
+compute host only.
+"""
+
+from cinder import context
+from cinder.db import api as db
+from cinder import exception
+from cinder import objects
+from oslo_log import log
+
+from cinder_spdk_vhost import locks
+from cinder_spdk_vhost import replication
+from spdk_vhost_core import exception as rpc_exc
+
+LOG = log.getLogger(__name__)
+
+STATE = 'spdk:replica_state'
+PROBLEM = 'spdk:replica_problem'
+DEGRADED = 'degraded'
+#: Volumes in any other state are being made, changed or deleted.
+SURVEYED = ('available', 'in-use')
+
+
+class Health(object):
+    """The degraded marks of one backend's replicated volumes."""
+
+    def __init__(self, replicas, host):
+        self.replicas = replicas
+        self.host = host
+
+    def survey(self):
+        """Mark, or clear, each replicated volume of the backend."""
+        ctxt = context.get_admin_context()
+        silent = set()
+        for volume in objects.VolumeList.get_all_by_host(
+                ctxt, self.host, {'status': list(SURVEYED)}):
+            try:
+                if self.replicas.copies(volume) == 1:
+                    continue
+                problem = self._problem(volume, silent)
+            except (exception.CinderException, rpc_exc.SpdkRpcError) as err:
+                LOG.warning('Could not check the copies of volume %(vol)s: '
+                            '%(err)s', {'vol': volume.id, 'err': err})
+                continue
+            self._record(ctxt, volume, problem)
+
+    def _problem(self, volume, silent):
+        """Why ``volume`` runs degraded, or None.
+
+        ``silent``: the peers that did not answer in this survey, which
+        are not asked again.
+        """
+        wanted = self.replicas.copies(volume)
+        held = self._holders(volume, silent)
+        if len(held) + 1 < wanted:
+            away = [str(peer) for peer in self.replicas.peers
+                    if peer in silent]
+            return '%d of its %d copies out of reach (%s)' % (
+                wanted - 1 - len(held), wanted,
+                'not answering: %s' % ', '.join(away) if away
+                else 'their lvols are gone')
+        if volume.metadata.get(STATE) != DEGRADED:
+            return None
+        with locks.locked(locks.vlock(volume.id)):
+            lvol = self.replicas.pools.get(volume)
+            _heads, stale = self.replicas.superblocks(volume, lvol, held)
+        if not stale:
+            return None
+        where = {lvol.uuid: self.replicas.target_id}
+        where.update((copy.uuid, str(peer)) for peer, copy in held)
+        return ('its copies on %s lack writes until its compute host '
+                'rebuilds them' % ', '.join(where[uuid] for uuid in stale))
+
+    def _holders(self, volume, silent):
+        """(peer, lvol) of each copy found on a peer that answers."""
+        name = replication.replica_name(volume.id)
+        found = []
+        for peer in self.replicas.peers:
+            if peer in silent:
+                continue
+            try:
+                lvol = peer.find(name)
+            except rpc_exc.SpdkRpcError as err:
+                LOG.warning('Replica target %(peer)s: %(err)s',
+                            {'peer': peer, 'err': err})
+                silent.add(peer)
+                continue
+            if lvol is not None:
+                found.append((peer, lvol))
+        return found
+
+    @staticmethod
+    def _record(ctxt, volume, problem):
+        """Write or remove the mark; a change is logged."""
+        meta = volume.metadata
+        if problem:
+            if meta.get(STATE) == DEGRADED and meta.get(PROBLEM) == problem:
+                return
+            LOG.warning('Replicated volume %(vol)s is degraded: %(why)s',
+                        {'vol': volume.id, 'why': problem})
+            db.volume_metadata_update(ctxt, volume.id, {
+                STATE: DEGRADED, PROBLEM: problem}, False)
+        elif STATE in meta or PROBLEM in meta:
+            LOG.info('Replicated volume %s has every copy again, in sync',
+                     volume.id)
+            for key in (STATE, PROBLEM):
+                if key in meta:
+                    db.volume_metadata_delete(ctxt, volume.id, key)
