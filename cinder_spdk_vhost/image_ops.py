@@ -24,7 +24,6 @@ from cinder_spdk_vhost import locks
 from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import operation
 from cinder_spdk_vhost import pools
-from cinder_spdk_vhost import rollback
 
 LOG = log.getLogger(__name__)
 CONF = cfg.CONF
@@ -132,15 +131,9 @@ class ImageOps(pools.Part):
                                  'volume-%s-' % volume.id) as path:
             with locks.locked(locks.vlock(volume.id)), \
                     errors.translated('copy volume %s to an image'
-                                      % volume.id), \
-                    rollback.Cleanup('export volume %s' % volume.id) as tmp:
-                lvol = self.pools.get(volume)
-                self.replicas.check_in_sync(volume, lvol,
-                                            'uploading it to an image')
-                source = images.flat_source(self.client, lvol, volume.id,
-                                            tmp)
-                self.replicas.read_disk(volume, source, lvol, path,
-                                        lvols.temp_name('out', volume.id))
+                                      % volume.id):
+                self.replicas.save_disk(volume, self.pools.get(volume), path,
+                                        'uploading it to an image')
             volume_utils.upload_volume(context, image_service, image_meta,
                                        path, volume, run_as_root=False)
 

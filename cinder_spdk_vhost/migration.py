@@ -120,9 +120,8 @@ class Mover(pools.Part):
         """QoS in place, a move, or a new number of copies; else False.
 
         A replicated volume's copies do not move between pools; their
-        number changes between 2 and 3 while it is detached
-        (:meth:`replication.Replicas.recount`). Anything else is left to
-        Cinder's migration, which refuses it.
+        number changes while it is detached (:meth:`_recount`). Anything
+        else is left to Cinder's migration, which refuses it.
         """
         dest = self._destination(volume, host)
         if dest is None:
@@ -131,22 +130,18 @@ class Mover(pools.Part):
         copies = self.replicas.copies(volume)
         wanted = replication.copies_of_type(type_id)
         limits = self.pools.limits(type_id, volume.size)
-        if copies > 1 and dest != self.pools.pool(volume):
+        if max(copies, wanted) > 1 and dest != self.pools.pool(volume):
             LOG.info('Volume %s: the driver does not move the copies of a '
                      'replicated volume', volume.id)
             return False
         if copies != wanted:
-            if min(copies, wanted) == 1 or _attached(volume):
-                LOG.info('Volume %(vol)s: the driver changes the number of '
-                         'copies of a detached volume between 2 and 3 only '
+            if _attached(volume):
+                LOG.info('Volume %(vol)s is attached: the driver changes '
+                         'the number of copies of a detached volume only '
                          '(%(old)d to %(new)d asked)',
                          {'vol': volume.id, 'old': copies, 'new': wanted})
                 return False
-            with operation.running('retype volume %s to %d copies'
-                                   % (volume.id, wanted),
-                                   locks.vlock(volume.id)) as rb:
-                self.replicas.recount(volume, self.pools.get(volume), wanted,
-                                      limits, rb)
+            return self._recount(volume, type_id, copies, wanted, limits)
         elif dest != self.pools.pool(volume):
             if _attached(volume):
                 LOG.info('Volume %(vol)s is attached: the driver does not '
@@ -158,6 +153,32 @@ class Mover(pools.Part):
                                locks.vlock(volume.id)) as rb:
             self.pools.apply_qos(self.pools.get(volume).alias, limits, rb)
             self.replicas.apply_qos(volume, limits, rb)
+        return True
+
+    def _recount(self, volume, type_id, copies, wanted, limits):
+        """Give detached ``volume`` ``wanted`` copies instead of ``copies``.
+
+        Between 2 and 3 the copies stay where they are
+        (:meth:`replication.Replicas.recount`); to or from one, the data
+        moves by the superblock's room
+        (:meth:`replication.Replicas.relayout`).
+        """
+        with operation.running('retype volume %s to %d copies'
+                               % (volume.id, wanted),
+                               locks.vlock(volume.id)) as rb:
+            lvol = self.pools.get(volume)
+            self.pools.refuse_if_exported(lvol, volume)
+            if min(copies, wanted) > 1:
+                self.replicas.recount(volume, lvol, wanted, limits, rb)
+                stale = []
+            else:
+                stale = self.replicas.relayout(volume, lvol, type_id,
+                                               limits, rb)
+        with errors.translated('clean up after the retype of volume %s'
+                               % volume.id):
+            self.replicas.drop(stale)
+        LOG.info('Volume %(vol)s has %(new)d copies instead of %(old)d',
+                 {'vol': volume.id, 'new': wanted, 'old': copies})
         return True
 
     def migrate_volume(self, volume, host):

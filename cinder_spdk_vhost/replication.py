@@ -311,6 +311,34 @@ class Replicas(pools.Part):
             LOG.info('Dropped the copy of volume %(vol)s on %(peer)s',
                      {'vol': volume.id, 'peer': peer})
 
+    def relayout(self, volume, lvol, type_id, limits, rb):
+        """Give detached ``volume`` the copies of type ``type_id``: 1 <-> n.
+
+        A single copy holds the guest's disk from offset 0, each of
+        several from :data:`superblock.DATA_OFFSET`, so no lvol can stay:
+        the disk is read out of the own copy ``lvol`` (proven in sync)
+        into a staging file, and written into new lvols in the new
+        layout (:meth:`write_disk`), which replace the own copy and,
+        from one copy, become the others. Going to one copy, the others
+        step aside, and are returned for :meth:`drop` once done. Costs a
+        copy of the written data through the staging directory.
+        """
+        retyped = volume.obj_clone()
+        retyped.volume_type_id = type_id
+        with images.staging_file(image_ops.staging_dir(self.conf),
+                                 'retype-%s-' % volume.id) as path:
+            self.save_disk(volume, lvol, path,
+                           'changing its number of copies')
+            stale = []
+            for peer, copy in (self.every_copy(volume)
+                               if self.copies(volume) > 1 else []):
+                name = '%s-retyped' % copy.name
+                peer.pools.rename(copy.alias, name, rb)
+                stale.append((peer, lvols.alias(copy.lvs, name)))
+            self.write_disk(retyped, lvol, path, limits, rb, 'retype',
+                            'retyped', placed=True)
+        return stale
+
     def check_in_sync(self, volume, lvol, doing):
         """Refuse ``doing`` from ``volume``'s own copy ``lvol`` if stale."""
         if self.copies(volume) > 1:
@@ -318,11 +346,7 @@ class Replicas(pools.Part):
 
     def _in_sync(self, volume, lvol, held, doing):
         """Every copy's superblock, once they prove the copies identical."""
-        heads = [self._head(self.exporter, lvol, volume.id)] + [
-            self._head(peer.exporter, copy, volume.id)
-            for peer, copy in held]
-        stale = superblock.out_of_sync(
-            heads, [lvol.uuid] + [copy.uuid for _p, copy in held])
+        heads, stale = self.superblocks(volume, lvol, held)
         if stale:
             raise exception.VolumeBackendAPIException(
                 data='volume %s: its copies %s are out of sync; attach it '
@@ -330,7 +354,32 @@ class Replicas(pools.Part):
                      '%s' % (volume.id, ', '.join(stale), doing))
         return heads
 
+    def superblocks(self, volume, lvol, held):
+        """Every copy's superblock, and the UUIDs of those lacking writes.
+
+        ``lvol``: the own copy; ``held``: :meth:`holders`. Costs a
+        ``spdk_dd`` read of 4 KiB per copy.
+        """
+        heads = [self._head(self.exporter, lvol, volume.id)] + [
+            self._head(peer.exporter, copy, volume.id)
+            for peer, copy in held]
+        return heads, superblock.out_of_sync(
+            heads, [lvol.uuid] + [copy.uuid for _p, copy in held])
+
     # -- the guest's disk as a raw file (backups, images) ----------------
+
+    def save_disk(self, volume, lvol, path, doing):
+        """Fill ``path`` with the guest's disk, from own copy ``lvol``.
+
+        Refused (naming ``doing``) when that copy lacks writes; the
+        scratch lvols are gone afterwards.
+        """
+        with rollback.Cleanup('read volume %s' % volume.id) as cleanup:
+            self.check_in_sync(volume, lvol, doing)
+            source = images.flat_source(self.client, lvol, volume.id,
+                                        cleanup)
+            self.read_disk(volume, source, lvol, path,
+                           lvols.temp_name('out', volume.id))
 
     def read_disk(self, obj, source, lvol, path, aio_name):
         """Fill ``path`` with the guest's disk, from read-only ``source``.
@@ -353,25 +402,28 @@ class Replicas(pools.Part):
                                 lvol.size_bytes - offset)
         return info
 
-    def write_disk(self, volume, old, path, limits, rb, scratch, tag):
+    def write_disk(self, volume, old, path, limits, rb, scratch, tag,
+                   placed=False):
         """Make raw ``path``, the guest's disk, every copy of ``volume``.
 
         A new thin lvol (first the scratch lvol of kind ``scratch``, which
         a retry finds and replaces) takes the place of each copy: the own
         copy ``old`` is set aside under ``tag`` and deleted
         (:meth:`pools.Pools.replace`); the others are set aside and
-        returned, for :meth:`drop` once the operation is done. A
+        returned, for :meth:`drop` once the operation is done, or, with
+        ``placed``, made anew where :meth:`place` puts them. A
         replicated volume's copies get the data after the superblock's
         room, left zero, so the next attach mirrors them afresh.
         """
-        with self._at_offset(path, volume, old.size_bytes) as path:
+        size = self.lvol_mib(volume) * lvols.MIB
+        with self._at_offset(path, volume, size) as path:
             store = self.client.bdev_lvol_get_lvstores(lvs_name=old.lvs)[0]
             images.pad(path, store['cluster_size'])
             alias = images.import_file(
                 self.client, self.exporter, self.conf, path, old.lvs,
                 lvols.temp_name(scratch, volume.id), volume.id,
                 store['cluster_size'], rb)
-            stale = self._rewrite_peers(volume, path, limits, rb)
+            stale = self._rewrite_peers(volume, path, limits, rb, placed)
         alias = self.pools.replace(old, alias, volume, limits, rb, tag,
                                    self.lvol_mib(volume))
         if not self.conf.spdk_thin_provision:
@@ -408,14 +460,18 @@ class Replicas(pools.Part):
         self._copy_to_peers(volume, snap, made)
         return stale
 
-    def _rewrite_peers(self, volume, path, limits, rb):
+    def _rewrite_peers(self, volume, path, limits, rb, placed):
         """Make the other copies hold raw ``path``, as :meth:`revert` does.
 
-        ``path``: a whole copy's bytes, its superblock's room left zero.
+        ``path``: a whole copy's bytes, its superblock's room left zero;
+        ``placed``: new copies, none set aside.
         """
         if self.copies(volume) == 1:
             return []
-        stale, made = self._renew(volume, limits, rb, 'restored')
+        if placed:
+            stale, made = [], self.place(volume, limits, rb)
+        else:
+            stale, made = self._renew(volume, limits, rb, 'restored')
         remote_copy.copy_file(self.conf, path, [
             (peer, peer.pools.lvol(alias)) for peer, alias in made],
             volume.id)

@@ -10,9 +10,12 @@ nothing anywhere.
 """
 
 import os
+import time
 
+from cinder_spdk_vhost import replica_health as health
 from cinder_spdk_vhost import superblock
 from tests.deployment import base
+from tests.deployment import cinder_conf
 from tests.deployment import deployment
 from tests.deployment import test_backup
 
@@ -98,6 +101,42 @@ class TestReplicated(test_backup.Backups, base.DeploymentTestCase):
         self.assertEqual({'own': wanted, 'copy': wanted},
                          self.read_copies(restored, len(wanted)))
         self._delete_backups(full)
+
+    def test_a_copy_out_of_reach_shows_in_the_volume_metadata(self):
+        vtype = self.make_type(extra_specs=TWO_COPIES)
+        vol = self.create_volume(1, volume_type=vtype.id)
+        degraded = {health.STATE: health.DEGRADED}
+        replica = self.deployment.replica_target
+        replica.kill()
+        try:
+            meta = self.wait_metadata(vol.id, health.STATE)
+        finally:
+            replica.start()
+            replica.reopen_aio_lvstore(deployment.REPLICA_LVSTORE)
+        problem = '1 of its 2 copies out of reach (not answering: %s (%s))' % (
+            deployment.REPLICA_TARGET_ID, cinder_conf.REPLICA_SECTION)
+        self.assertEqual(dict(degraded, **{health.PROBLEM: problem}), meta)
+        # The operator's list of degraded volumes: a metadata filter.
+        admin = self.admin_client()
+        self.assertEqual([vol.id], [v.id for v in admin.volumes.list(
+            search_opts={'all_tenants': 1, 'metadata': degraded})])
+        # Back, and never written while away: whole again.
+        self.assertEqual({}, self.wait_metadata(vol.id, None))
+        self.delete_volume(vol.id)
+
+    def wait_metadata(self, volume_id, key):
+        """The volume's metadata once ``key`` is in it (None: once empty).
+
+        The volume service looks at every stats report.
+        """
+        deadline = time.monotonic() + base.TIMEOUT
+        while True:
+            meta = self.cinder.volumes.get(volume_id).metadata
+            if key in meta if key else not meta:
+                return meta
+            if time.monotonic() > deadline:
+                self.fail('volume %s metadata: %s' % (volume_id, meta))
+            time.sleep(0.5)
 
     def _copies(self, volume):
         """name -> (lvol alias, target) of each of the volume's copies."""

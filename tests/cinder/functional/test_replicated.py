@@ -17,13 +17,16 @@ import shlex
 import subprocess
 import time
 
+from cinder.db import api as db
 from cinder import exception
+from cinder import objects
 import fixtures
 from oslo_config import cfg
 from oslo_config import fixture as config_fixture
 
 from cinder_spdk_vhost import dd
 from cinder_spdk_vhost import peers
+from cinder_spdk_vhost import replica_health as health
 from cinder_spdk_vhost import replication
 from cinder_spdk_vhost import rollback
 from cinder_spdk_vhost import superblock
@@ -91,12 +94,7 @@ class ReplicatedTestCase(test_driver.DriverTestCase):
     def reopen(self, target):
         """Start a killed target again; its lvstore's file is still there."""
         target.start()
-        base_bdev = '%s_base' % base.LVS
-        target.rpc('bdev_aio_create', {
-            'name': base_bdev, 'block_size': 4096,
-            'filename': '%s/%s.img' % (target.workdir, base.LVS)})
-        target.rpc('bdev_examine', {'name': base_bdev})
-        target.rpc('bdev_wait_for_examine')
+        target.reopen_aio_lvstore(base.LVS)
 
     def replicated(self, copies=2, qos=None):
         """A volume type asking for ``copies`` copies of each volume."""
@@ -252,7 +250,9 @@ class PlacementTest(ReplicatedTestCase):
         self.assertEqual({7000}, {
             b['assigned_rate_limits']['rw_ios_per_sec']
             for b in self.copies(volume).values()})
-        # Changing the number of copies is not done in place.
+        # Not while attached: Cinder keeps the status it had as
+        # previous_status.
+        volume.previous_status = 'in-use'
         self.assertEqual((False, None), self.driver.retype(
             self.ctxt, volume, self.make_type(), {}, host))
         self.assertEqual(2, len(self.copies(volume)))
@@ -273,6 +273,36 @@ class PlacementTest(ReplicatedTestCase):
         self.peers['spdk-c'].kill()
         pools = self.driver.get_volume_stats(refresh=True)['pools']
         self.assertEqual([2], [pool['spdk_max_replicas'] for pool in pools])
+
+    def test_stats_mark_the_volumes_with_a_copy_out_of_reach(self):
+        two, three, plain, creating = [
+            self.created(vtype=vtype) for vtype in (
+                self.replicated(2), self.replicated(3), None,
+                self.replicated(3))]
+        for volume in (two, three, plain):
+            volume.update({'status': 'available'})
+            volume.save()
+        self.peers['spdk-b'].kill()  # two's copy is on C, three's on both
+        self.driver.get_volume_stats(refresh=True)
+        self.assertEqual({}, marks(two))
+        self.assertEqual({}, marks(plain))
+        self.assertEqual({}, marks(creating))  # not whole yet: left alone
+        self.assertEqual({
+            health.STATE: health.DEGRADED,
+            health.PROBLEM: '1 of its 3 copies out of reach (not answering: '
+                            'storage-b (spdk-b))'}, marks(three))
+        # What a user wrote is kept.
+        db.volume_metadata_update(self.ctxt, three.id, {'owner': 'tenant'},
+                                  False)
+
+        self.restart_peer('spdk-b')
+        self.driver.get_volume_stats(refresh=True)
+        self.assertEqual({'owner': 'tenant'}, marks(three))
+
+
+def marks(volume):
+    """The volume's metadata, as Cinder's database holds it now."""
+    return objects.Volume.get_by_id(volume._context, volume.id).metadata
 
 
 class ComputeTestCase(ReplicatedTestCase):
@@ -556,7 +586,7 @@ class CloneTest(WrittenTestCase):
         self.detach(volume, props, info)
         self.delete_all(snapshot, volume)
 
-    def test_two_copies_become_three_and_two_again(self):
+    def test_two_copies_become_three_two_one_and_two_again(self):
         volume, props, info, writer = self.written()
         writer.dd.unexport(volume.id)
         self.detach(volume, props, info)
@@ -581,9 +611,37 @@ class CloneTest(WrittenTestCase):
 
         self.assertEqual((True, None), self.driver.retype(
             self.ctxt, volume, self.replicated(2), {}, host))
+        volume.volume_type_id = self.replicated(2)['id']
         self.assertEqual(2, len(self.copies(volume)))
+
+        # One copy: the disk from offset 0, no room for a superblock.
+        plain = self.make_type()
+        self.assertEqual((True, None), self.driver.retype(
+            self.ctxt, volume, plain, {}, host))
+        volume.volume_type_id = plain['id']
+        [own] = self.copies(volume).values()
+        self.assertEqual(1024 * MIB, own['num_blocks'] * own['block_size'])
+        self.assertSameBytes(writer.patterns[0], self.copy_bytes(
+            volume, Writer.WRITTEN)['storage-target'])
+
+        # Two again: the disk after the room, mirrored at the next attach.
+        self.assertEqual((True, None), self.driver.retype(
+            self.ctxt, volume, self.replicated(2), {}, host))
+        volume.volume_type_id = self.replicated(2)['id']
+        for data in self.copy_bytes(volume, superblock.DATA_OFFSET +
+                                    Writer.WRITTEN).values():
+            self.assertEqual(bytes(superblock.DATA_OFFSET),
+                             data[:superblock.DATA_OFFSET])
+            self.assertSameBytes(writer.patterns[0],
+                                 data[superblock.DATA_OFFSET:])
+        props, info = self.attach(volume)
+        self.assertSameBytes(writer.patterns[0], spdk_dd.read_once(
+            self.compute, volume.id, Writer.WRITTEN, writer.workdir))
+        self.detach(volume, props, info)
         self.driver.delete_volume(volume)
         self.assertEqual([], self.everything())
+        self.assertEqual([], os.listdir(
+            self.driver.configuration.spdk_image_staging_dir))
 
     def test_revert_makes_every_copy_the_snapshot_again(self):
         volume = self.created(vtype=self.replicated(2))
@@ -722,25 +780,41 @@ class ImageTest(WrittenTestCase, imaging.ImageTestCase):
 
 
 class WatchTest(ComputeTestCase):
-    """spdk-vhost-replicas watch on the compute host, on real SPDK."""
+    """spdk-vhost-replicas watch on the compute host, on real SPDK.
+
+    And what Cinder's users see meanwhile (:mod:`replica_health`).
+    """
+
+    def assertProblem(self, problem, volume):
+        self.driver.get_volume_stats(refresh=True)
+        self.assertEqual({health.STATE: health.DEGRADED,
+                          health.PROBLEM: problem}, marks(volume))
 
     def test_a_returning_copy_is_added_back_by_the_watcher(self):
         volume = self.created(vtype=self.replicated(2))
         props, info = self.attach(volume)
         [peer] = [name for name, (tid, _size) in PEERS.items()
                   if tid in self.copies(volume)]
+        volume.update({'status': 'in-use'})
+        volume.save()
         writer = Writer(self, volume.id)
         self.peers[peer].kill()
         writer.once()  # its copy fails out; the mirror writes on
         out, seen = io.StringIO(), {}
         replicas_cmd.watch_once(self.connector.client, out, seen)
         self.assertIn('%s degraded 1/2 in sync' % volume.id, out.getvalue())
+        where = '%s (%s)' % (PEERS[peer][0], peer)
+        self.assertProblem('1 of its 2 copies out of reach (not answering: '
+                           '%s)' % where, volume)
 
         # The target back with its export (it kept no config): the NVMe
         # controller reconnects by itself, the watcher adds it back.
         self.restart_peer(peer)
         self.driver.check_for_setup_error()
         self.driver.initialize_connection(volume, self.host)
+        # Back, but without the writes it missed: the superblocks say so.
+        self.assertProblem('its copies on %s lack writes until its compute '
+                           'host rebuilds them' % where, volume)
         client = self.connector.client
         self.wait_for(lambda: replicas_cmd.watch_once(client, out, seen)
                       or mirror.status(client, volume.id)['state'] ==
@@ -752,6 +826,8 @@ class WatchTest(ComputeTestCase):
         # Nothing changes: nothing more is said.
         replicas_cmd.watch_once(client, out, seen)
         self.assertEqual(lines, out.getvalue().splitlines())
+        self.driver.get_volume_stats(refresh=True)
+        self.assertEqual({}, marks(volume))
 
         writer.stop()
         self.detach(volume, props, info)
