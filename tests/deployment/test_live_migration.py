@@ -2,12 +2,13 @@
 
 The hosts (:mod:`migration_computes`) attach the deployment's volumes
 over NVMe/TCP with their own SPDK targets. A server booted from a volume
-on one, with a second volume hot-attached and a writer in the guest,
-goes to the other with ``nova live-migration``; the same guest keeps
-running there (its boot id, its writer), no write fails, the data reads
-back, and the SPDK side moved: the destination's target has the
-controllers and NVMe-oF connections, the source's has none, and each
-volume's export admits only the destination's host NQN.
+on one, with a second, replicated volume hot-attached (two copies: the
+compute host mirrors them) and a writer in the guest on it, goes to the
+other with ``nova live-migration``; the same guest keeps running there
+(its boot id, its writer), no write fails, the data reads back, and the
+SPDK side moved: the destination's target has the controllers, NVMe-oF
+connections and mirror, the source's has none, and the export of each
+volume and copy admits only the destination's host NQN.
 """
 
 import hashlib
@@ -19,6 +20,7 @@ from testbed.guest import qemu
 from tests.deployment import cloud_guest
 from tests.deployment import migration_computes
 from tests.deployment import nova_base
+from tests.deployment import test_replicated
 
 try:
     import libvirt
@@ -57,12 +59,22 @@ class TestNovaLiveMigration(nova_base.NovaTestCase):
         return getattr(self.nova.servers.get(server_id),
                        'OS-EXT-SRV-ATTR:host')
 
-    def admitted(self, volume_id):
-        """Host NQNs the storage target's export of the volume admits."""
-        for sub in self.rpc('nvmf_get_subsystems'):
+    def admitted(self, volume_id, target=None):
+        """Host NQNs a storage target's export of the volume admits.
+
+        ``target``: the replica target (its copy); the backend's own by
+        default.
+        """
+        rpc = target.rpc if target else self.rpc
+        for sub in rpc('nvmf_get_subsystems'):
             if sub['nqn'].endswith(volume_id):
                 return sorted(h['nqn'] for h in sub['hosts'])
         return []
+
+    def exports(self, boot, data):
+        """(volume id, target) of the boot volume's and each copy's export."""
+        return [(boot.id, None), (data.id, None),
+                (data.id, self.deployment.replica_target)]
 
     def migration_done(self, server_id):
         """True once completed; a failed migration fails the test."""
@@ -77,14 +89,19 @@ class TestNovaLiveMigration(nova_base.NovaTestCase):
 
     @staticmethod
     def attached(host):
-        """(vhost controllers, NVMe-oF controllers) of a host's target."""
+        """(vhost controllers, NVMe-oF controllers, mirrors) of a host."""
         return (sorted(c['ctrlr'] for c in host.rpc('vhost_get_controllers')),
-                len(host.rpc('bdev_nvme_get_controllers')))
+                len(host.rpc('bdev_nvme_get_controllers')),
+                sorted((raid['name'], raid['state'],
+                        raid['num_base_bdevs_operational'])
+                       for raid in host.rpc('bdev_raid_get_bdevs',
+                                            {'category': 'all'})))
 
     def test_live_migrate_writing_guest(self):
         src, dst = self.hosts[SOURCE], self.hosts[DESTINATION]
         boot = self.boot_volume()
-        data = self.create_volume(1)
+        data = self.create_volume(1, volume_type=self.make_type(
+            extra_specs=test_replicated.TWO_COPIES).id)
         server = self.boot_from_volume(boot.id, host=SOURCE)
         self.assertEqual(SOURCE, self.host_of(server.id))
         self.nova.volumes.create_server_volume(server.id, data.id)
@@ -98,9 +115,12 @@ class TestNovaLiveMigration(nova_base.NovaTestCase):
         before = int(shell.execute(qemu.writer_status())['writer.writes'])
 
         controllers = sorted('vhost-' + v.id for v in (boot, data))
-        self.assertEqual((controllers, 2), self.attached(src))
-        for vol in (boot, data):
-            self.assertEqual([src.host_nqn], self.admitted(vol.id))
+        # One NVMe controller for the boot volume, one per copy.
+        on_host = (controllers, 3, [(data.id, 'online', 2)])
+        self.assertEqual(on_host, self.attached(src))
+        for volume_id, target in self.exports(boot, data):
+            self.assertEqual([src.host_nqn],
+                             self.admitted(volume_id, target))
 
         started = time.monotonic()
         self.nova.servers.live_migrate(server, host=DESTINATION,
@@ -132,9 +152,10 @@ class TestNovaLiveMigration(nova_base.NovaTestCase):
             qemu.read_back('vda', 0, cloud_guest.ROOT_BYTES))['vda.read@0'])
 
         # The SPDK side moved with it.
-        self.assertEqual((controllers, 2), self.attached(dst))
-        self.assertEqual(([], 0), self.attached(src))
-        for vol in (boot, data):
-            self.assertEqual([dst.host_nqn], self.admitted(vol.id))
+        self.assertEqual(on_host, self.attached(dst))
+        self.assertEqual(([], 0, []), self.attached(src))
+        for volume_id, target in self.exports(boot, data):
+            self.assertEqual([dst.host_nqn],
+                             self.admitted(volume_id, target))
         self.assertRaises(libvirt.libvirtError,
                           self.libvirt_of(src).lookupByUUIDString, server.id)
