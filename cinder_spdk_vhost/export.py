@@ -165,7 +165,7 @@ class NvmfExport(object):
         return {'hosts': [], 'namespaces': [{'nsid': ns_id}]}
 
     def export(self, volume_name, lvol, host_nqn, rollback, rekey=True,
-               connector=None):
+               connector=None, mirrored=False):
         """Admit ``host_nqn`` to the volume's subsystem; return the data.
 
         Only what this call created is registered with ``rollback``.
@@ -174,7 +174,9 @@ class NvmfExport(object):
         multiattach volume), and the host reuses it for this attachment.
         A host admitted now connects anew, with the reconnect settings
         its ``connector`` reports: they are recorded first (not for the
-        driver's own one-off hosts, which have no connector).
+        driver's own one-off hosts, which have no connector), or, for a
+        copy of a replicated volume (``mirrored``), that the host mirrors
+        it (:data:`host_settings.MIRRORED`).
         """
         self.require('Attaching a volume to another host')
         nqn = self.nqn(volume_name)
@@ -193,7 +195,10 @@ class NvmfExport(object):
                 'ns_id': (sub.get('namespaces') or [{'nsid': 1}])[0]['nsid']}
         if not admitted:
             if connector is not None:
-                self._record(nqn, host_nqn, connector, rollback)
+                self._record(nqn, host_nqn, dict(host_settings.MIRRORED)
+                             if mirrored else
+                             reported_settings(connector, host_nqn),
+                             rollback)
             data.update(self._add_host(nqn, host_nqn, rollback))
         return data
 
@@ -202,15 +207,14 @@ class NvmfExport(object):
         """The saved config the host settings are kept beside."""
         return self._conf.spdk_saved_config
 
-    def _record(self, nqn, host_nqn, connector, rollback):
-        """Record the host's reconnect settings (unknown: none) for nqn.
+    def _record(self, nqn, host_nqn, settings, rollback):
+        """Record the host's reconnect ``settings`` (None: unknown).
 
         A record that cannot be written only leaves the host unknown,
         which the upgrade command refuses naming it: not worth failing
         an attachment over.
         """
-        before = self._put(nqn, host_nqn,
-                           reported_settings(connector, host_nqn))
+        before = self._put(nqn, host_nqn, settings)
         rollback.add('restore the reconnect settings of %s' % host_nqn,
                      self._put, nqn, host_nqn, before)
 

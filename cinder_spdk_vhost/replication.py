@@ -560,7 +560,8 @@ class Replicas(pools.Part):
         found = []
         for where, name, copy, target in exports:
             data = where.exporter.export(name, copy, host_nqn, rb,
-                                         rekey=rekey, connector=connector)
+                                         rekey=rekey, connector=connector,
+                                         mirrored=True)
             where.persist()
             found.append(dict(data, target_id=target))
         return {'transport': wire.REPLICATED, wire.KEY: found}

@@ -12,6 +12,10 @@ connection is made with), per host NQN and subsystem, in
         "ctrlr_loss_timeout_sec": 120, "reconnect_delay_sec": 2,
         "fast_io_fail_timeout_sec": 70}}}}
 
+A host attaching a copy of a replicated volume is recorded as
+:data:`MIRRORED` instead: it mirrors that copy with others and fails it
+out of the mirror, the guest going on, rather than ride out an upgrade.
+
 It is written atomically under the lock the saved config is written
 under (:func:`saved_config.file_lock`), which the upgrade command holds
 while it reads it. Without a saved config (``spdk_saved_config`` empty)
@@ -28,6 +32,8 @@ from spdk_vhost_core import saved_config
 LOG = log.getLogger(__name__)
 
 SUFFIX = '.hosts.json'
+#: The record of a host mirroring the subsystem's lvol with other copies.
+MIRRORED = {'mirrored': True}
 
 
 def path(saved):
@@ -102,3 +108,8 @@ def settings_of(hosts, host_nqn, subsystem):
         return reconnect.check(found)
     except reconnect.Invalid:
         return None
+
+
+def mirrored(hosts, host_nqn, subsystem):
+    """Whether the host mirrors the subsystem's lvol (:data:`MIRRORED`)."""
+    return (hosts.get(host_nqn) or {}).get(subsystem) == MIRRORED

@@ -19,7 +19,9 @@ In order, stopping at the first failure:
    ``--force``, when a connected NVMe-oF host's reconnect settings, as
    Cinder recorded them (:mod:`host_settings`), are unknown or would not
    ride out :func:`reconnect.window` (60 s with the default
-   ``--timeout``); the refusal names each such host;
+   ``--timeout``); the refusal names each such host. Hosts mirroring a
+   replicated volume's copy are not refused, but counted: their mirrors
+   degrade for the upgrade and need a rebuild after it;
 3. the live config is saved to ``--saved-config`` and its objects are
    listed (:mod:`target_inventory`);
 4. the running target gets SIGTERM (SIGKILL after ``--timeout``);
@@ -136,8 +138,16 @@ class Upgrade(object):
         if self.target.app not in STORAGE_APPS or self.force:
             return
         connected = target_inventory.connected_hosts(self.client)
-        problems = host_problems(connected, host_settings.read(self.saved),
-                                 self.window())
+        recorded = host_settings.read(self.saved)
+        copies = mirrored_copies(connected, recorded)
+        if copies:
+            self.say('%d copies of replicated volumes here are mirrored by '
+                     '%d hosts: they fail out of those mirrors for the '
+                     'upgrade (the guests go on, degraded) and are rebuilt '
+                     'after it by spdk-vhost-replicas repair or its watcher; '
+                     'upgrade one failure domain at a time' % (
+                         len(copies), len({host for host, _s in copies})))
+        problems = host_problems(connected, recorded, self.window())
         if not problems:
             if connected:
                 self.say('every connected NVMe-oF host rides out %d s'
@@ -203,6 +213,8 @@ def host_problems(connected, recorded, window):
     problems = {}
     for subsystem, hosts in sorted(connected.items()):
         for host in hosts:
+            if host_settings.mirrored(recorded, host, subsystem):
+                continue
             settings = host_settings.settings_of(recorded, host, subsystem)
             if settings is None:
                 why = 'settings unknown'
@@ -213,6 +225,18 @@ def host_problems(connected, recorded, window):
                     '%s on %s' % (why, subsystem))
     return ['%s (%s)' % (host, ', '.join(whys))
             for host, whys in sorted(problems.items())]
+
+
+def mirrored_copies(connected, recorded):
+    """(host, subsystem) of each connection to a replicated volume's copy.
+
+    Such a host fails the copy out of its mirror rather than ride out
+    the upgrade: no problem, but a rebuild to come.
+    """
+    return [(host, subsystem)
+            for subsystem, hosts in sorted(connected.items())
+            for host in hosts
+            if host_settings.mirrored(recorded, host, subsystem)]
 
 
 def _count(inventory):

@@ -230,6 +230,22 @@ class HostsCheckTest(base.TestCase):
         self.assertEqual(['every connected NVMe-oF host rides out 60 s'],
                          self.said)
 
+    def test_hosts_mirroring_a_copy_are_counted_not_refused(self):
+        host_settings.record(self.saved, HOST, SUB, host_settings.MIRRORED)
+        host_settings.record(self.saved, HOST2, SUB, host_settings.MIRRORED)
+        host_settings.record(self.saved, HOST, SUB2, DEFAULTS)
+        self.upgrade({SUB: [HOST, HOST2], SUB2: [HOST]})._check_hosts()
+        self.assertEqual([
+            '2 copies of replicated volumes here are mirrored by 2 hosts: '
+            'they fail out of those mirrors for the upgrade (the guests go '
+            'on, degraded) and are rebuilt after it by spdk-vhost-replicas '
+            'repair or its watcher; upgrade one failure domain at a time',
+            'every connected NVMe-oF host rides out 60 s'], self.said)
+        # A single-copy volume's host on the same target is still checked.
+        host_settings.record(self.saved, HOST, SUB2, OLD_DEFAULTS)
+        self.assertRaises(spdk_exc.UpgradeError, self.upgrade(
+            {SUB: [HOST], SUB2: [HOST]})._check_hosts)
+
     def test_the_window_follows_timeout(self):
         host_settings.record(self.saved, HOST, SUB, DEFAULTS)
         up = self.upgrade({SUB: [HOST]}, timeout=20)

@@ -50,10 +50,11 @@ class ExportRecordsHostsTest(base.CinderTestCase):
                          spdk_saved_config=saved)
         return export.NvmfExport(self.fake, conf)
 
-    def export(self, props, rekey=True):
+    def export(self, props, rekey=True, mirrored=False):
         with rollback.Rollback('attach') as rb:
             return self.exporter.export('volume-1', self.lvol, props['nqn'],
-                                        rb, rekey=rekey, connector=props)
+                                        rb, rekey=rekey, connector=props,
+                                        mirrored=mirrored)
 
     def recorded(self):
         return host_settings.read(self.saved)
@@ -66,6 +67,11 @@ class ExportRecordsHostsTest(base.CinderTestCase):
                          self.recorded())
         # The wire format to the compute host is unchanged.
         self.assertNotIn('spdk_nvme_reconnect', data)
+
+    def test_a_copy_of_a_replicated_volume_is_recorded_as_mirrored(self):
+        self.export(connector(), mirrored=True)
+        self.assertEqual({dbase.HOST_NQN: {self.nqn: host_settings.MIRRORED}},
+                         self.recorded())
 
     def test_host_already_admitted_keeps_its_record(self):
         # Its guest's connection was made with the settings recorded
