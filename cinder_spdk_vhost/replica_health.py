@@ -56,22 +56,22 @@ class Health(object):
         for volume in objects.VolumeList.get_all_by_host(
                 ctxt, self.host, {'status': list(SURVEYED)}):
             try:
-                if self.replicas.copies(volume) == 1:
+                wanted = self.replicas.copies(volume)
+                if wanted == 1:
                     continue
-                problem = self._problem(volume, silent)
+                problem = self._problem(volume, wanted, silent)
             except (exception.CinderException, rpc_exc.SpdkRpcError) as err:
                 LOG.warning('Could not check the copies of volume %(vol)s: '
                             '%(err)s', {'vol': volume.id, 'err': err})
                 continue
             self._record(ctxt, volume, problem)
 
-    def _problem(self, volume, silent):
-        """Why ``volume`` runs degraded, or None.
+    def _problem(self, volume, wanted, silent):
+        """Why ``volume`` (``wanted`` copies) runs degraded, or None.
 
         ``silent``: the peers that did not answer in this survey, which
         are not asked again.
         """
-        wanted = self.replicas.copies(volume)
         held = self._holders(volume, silent)
         if len(held) + 1 < wanted:
             away = [str(peer) for peer in self.replicas.peers

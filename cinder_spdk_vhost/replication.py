@@ -329,12 +329,9 @@ class Replicas(pools.Part):
                                  'retype-%s-' % volume.id) as path:
             self.save_disk(volume, lvol, path,
                            'changing its number of copies')
-            stale = []
-            for peer, copy in (self.every_copy(volume)
-                               if self.copies(volume) > 1 else []):
-                name = '%s-retyped' % copy.name
-                peer.pools.rename(copy.alias, name, rb)
-                stale.append((peer, lvols.alias(copy.lvs, name)))
+            stale = [self._set_aside(peer, copy, 'retyped', rb)
+                     for peer, copy in (self.every_copy(volume)
+                                        if self.copies(volume) > 1 else [])]
             self.write_disk(retyped, lvol, path, limits, rb, 'retype',
                             'retyped', placed=True)
         return stale
@@ -484,12 +481,17 @@ class Replicas(pools.Part):
         """
         stale, made = [], []
         for peer, old in self.every_copy(volume):
-            name = '%s-%s' % (old.name, why)
-            peer.pools.rename(old.alias, name, rb)
-            stale.append((peer, lvols.alias(old.lvs, name)))
+            stale.append(self._set_aside(peer, old, why, rb))
             made.append((peer, self._new_copy(peer, old.lvs, volume, limits,
                                               rb)))
         return stale, made
+
+    @staticmethod
+    def _set_aside(peer, copy, why, rb):
+        """Rename ``copy`` to ``<name>-<why>`` (undone by ``rb``)."""
+        name = '%s-%s' % (copy.name, why)
+        peer.pools.rename(copy.alias, name, rb)
+        return peer, lvols.alias(copy.lvs, name)
 
     def drop(self, stale):
         """Delete the copies :meth:`revert` or :meth:`write_disk` set aside."""
