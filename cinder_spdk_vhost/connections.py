@@ -66,9 +66,7 @@ class Connections(pools.Part):
                     'lvol_uuid': lvol.uuid, 'access_mode': access,
                     'block_size': lvol.block_size}
             if replicated:
-                data.update(self.replicas.export(
-                    volume, lvol, connector, rb,
-                    rekey=not self._attached(volume, connector)))
+                data.update(self._export_copies(volume, lvol, connector, rb))
             elif self._is_local(connector):
                 data['transport'] = 'local'
             else:
@@ -78,6 +76,22 @@ class Connections(pools.Part):
                     connector=connector))
                 self.pools.persist()
         return {'driver_volume_type': 'spdk_vhost', 'data': data}
+
+    def _export_copies(self, volume, lvol, connector, rb):
+        """Export a replicated volume's copies, lost ones made anew first.
+
+        Not while another attachment has the volume open: a new copy
+        rebuilt at a live migration's destination would miss what the
+        source still writes. That attach gets the copies left.
+        """
+        in_use = any(att.attach_status in export.ATTACHED
+                     for att in volume.volume_attachment)
+        whole = not in_use and self.replicas.replace_lost(
+            volume, lvol, self.pools.limits(volume.volume_type_id,
+                                            volume.size), rb)
+        return self.replicas.export(
+            volume, lvol, connector, rb,
+            rekey=not self._attached(volume, connector), short=not whole)
 
     @staticmethod
     def _attached(volume, connector):

@@ -40,7 +40,9 @@ driver_opts = [
                      'each volume: one on this backend\'s target, the others '
                      'on these, each on a different one. Each target is a '
                      'failure domain: list only targets on other hosts, '
-                     'and run them without bdev auto-examine.'),
+                     'and run them without bdev auto-examine. Take out a '
+                     'target gone for good: its copies are made anew '
+                     'elsewhere at each volume\'s next attach.'),
     cfg.StrOpt('spdk_nvmf_transport',
                default='tcp',
                choices=[('tcp', 'NVMe/TCP.'),

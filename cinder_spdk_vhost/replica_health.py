@@ -8,7 +8,8 @@ a metadata filter of the volume list find it. At each stats report
 at each available or in-use replicated volume of the backend:
 
 * fewer copies found than its type promises (a target does not answer,
-  or lost the lvol): degraded;
+  or none holds the copy: lost, made anew at the volume's next attach,
+  see :meth:`replication.Replicas.replace_lost`): degraded;
 * every copy there, on a volume already marked: the copies' RAID
   superblocks (a ``spdk_dd`` read of 4 KiB each) tell whether one still
   lacks writes. It stays degraded until its compute host has rebuilt
@@ -79,7 +80,7 @@ class Health(object):
             return '%d of its %d copies out of reach (%s)' % (
                 wanted - 1 - len(held), wanted,
                 'not answering: %s' % ', '.join(away) if away
-                else 'their lvols are gone')
+                else 'lost: made anew when it is next attached')
         if volume.metadata.get(STATE) != DEGRADED:
             return None
         with locks.locked(locks.vlock(volume.id)):

@@ -31,6 +31,13 @@ a restore or an image writes every copy anew with that room left zero
 (:meth:`Replicas.write_disk`). Moves between pools are still refused
 for replicated volumes, as is a clone between a replicated volume and a
 single-copy one: their data does not start at the same offset.
+
+A copy is lost when no target of ``spdk_replica_targets`` holds it: the
+operator took its target out of the list for good, or the target lost
+its lvol store. The volume's next attach where it is attached nowhere
+else makes the copy anew on another target (:meth:`Replicas.replace_lost`);
+meanwhile an attach beside a live one (a live migration's) gets the
+copies left.
 """
 
 import contextlib
@@ -56,6 +63,10 @@ LOG = log.getLogger(__name__)
 
 EXTRA_SPEC = 'spdk:replicas'
 PREFIX = 'replica-'
+
+
+class OutOfSync(exception.VolumeBackendAPIException):
+    """A copy lacks writes another copy holds: none can be the source."""
 
 
 def copies_of_type(volume_type_id):
@@ -287,17 +298,21 @@ class Replicas(pools.Part):
         """Give detached ``volume`` (own copy ``lvol``) ``copies`` copies.
 
         Between 2 and 3 only: a single copy's data starts at offset 0,
-        not after the superblock. Every copy must be in sync (its
-        superblock says so); a new one is copied from a snapshot of the
-        own copy, a dropped one deleted. Then every superblock is wiped:
-        a mirror cannot change its number of members, so the next attach
-        builds one of the new count over the identical copies.
+        not after the superblock. A lost copy, one no peer of
+        ``spdk_replica_targets`` holds (its target taken out of the list
+        for good, or its lvol gone), is made anew too. The copies left
+        must be in sync (their superblocks say so); a new one is copied
+        from a snapshot of the own copy, a dropped one deleted. Then
+        every superblock is wiped: a mirror cannot change its members,
+        and SPDK's examine would wait for ever for a lost one the old
+        superblocks name, so the next attach builds a new mirror over
+        the identical copies.
         """
-        held = self.every_copy(volume)
-        if len(held) + 1 == copies:
+        held = self.holders(volume)
+        if len(held) + 1 == copies == self.copies(volume):
             return
         heads = self._in_sync(volume, lvol, held,
-                              'changing its number of copies')
+                              'changing or replacing its copies')
         if copies > len(held) + 1:
             self._add_copies(volume, lvol, copies - len(held) - 1, limits,
                              rb, [peer for peer, _copy in held])
@@ -310,6 +325,30 @@ class Replicas(pools.Part):
             peer.pools.delete_lvol(copy.alias)
             LOG.info('Dropped the copy of volume %(vol)s on %(peer)s',
                      {'vol': volume.id, 'peer': peer})
+
+    def replace_lost(self, volume, lvol, limits, rb):
+        """Make anew the lost copies of ``volume``, attached nowhere.
+
+        Returns whether it has every copy now. A lost copy that cannot
+        be made from the own copy, because that one lacks writes another
+        copy holds, stays lost: the compute host's mirror then starts
+        from the copies left, and a repair there must come first.
+        """
+        held = self.holders(volume)
+        lost = self.copies(volume) - 1 - len(held)
+        if lost <= 0:
+            return True
+        LOG.warning('Volume %(vol)s lost %(lost)d of its %(wanted)d copies '
+                    '(no target of spdk_replica_targets holds them): '
+                    'making them anew from its copy on %(own)s',
+                    {'vol': volume.id, 'lost': lost,
+                     'wanted': self.copies(volume), 'own': self.target_id})
+        try:
+            self.recount(volume, lvol, self.copies(volume), limits, rb)
+        except OutOfSync as err:
+            LOG.warning('%s; it is attached with the copies left', err)
+            return False
+        return True
 
     def relayout(self, volume, lvol, type_id, limits, rb):
         """Give detached ``volume`` the copies of type ``type_id``: 1 <-> n.
@@ -345,7 +384,7 @@ class Replicas(pools.Part):
         """Every copy's superblock, once they prove the copies identical."""
         heads, stale = self.superblocks(volume, lvol, held)
         if stale:
-            raise exception.VolumeBackendAPIException(
+            raise OutOfSync(
                 data='volume %s: its copies %s are out of sync; attach it '
                      'and repair it (spdk-vhost-replicas repair) before '
                      '%s' % (volume.id, ', '.join(stale), doing))
@@ -540,14 +579,17 @@ class Replicas(pools.Part):
 
     # -- attachments -----------------------------------------------------
 
-    def export(self, volume, lvol, connector, rb, rekey):
+    def export(self, volume, lvol, connector, rb, rekey, short=False):
         """Export every copy to the host; the properties' replicas part.
 
-        A copy that is missing fails the attachment: the guest would
-        otherwise get fewer copies than its volume type promises.
+        A copy that is missing fails the attachment, unless ``short``:
+        the guest would otherwise get fewer copies than its volume type
+        promises. ``short``: the copies left will do, as they do for
+        the volume's live attachment (a live migration's destination
+        mirrors what its source mirrors).
         """
         host_nqn = export.require_host_nqn(connector)
-        held = self.every_copy(volume)
+        held = self.holders(volume) if short else self.every_copy(volume)
         exports = [(self.pools, volume.name, lvol, self.target_id)] + [
             (peer.pools, lvol.name, lvol, peer.target_id)
             for peer, lvol in held]

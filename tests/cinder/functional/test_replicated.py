@@ -116,10 +116,14 @@ class ReplicatedTestCase(test_driver.DriverTestCase):
                     'bdev_get_bdevs', {'name': lvols[0]['uuid']})[0]
         return found
 
-    def everything(self):
-        """Every lvol and subsystem on every target: [] when clean."""
-        return [(t.name, item) for t in [self.target] + list(
-            self.peers.values())
+    def everything(self, gone=()):
+        """Every lvol and subsystem on every target: [] when clean.
+
+        ``gone``: the sections of peers killed for good, not asked.
+        """
+        return [(t.name, item) for t in [self.target] + [
+            target for name, target in self.peers.items()
+            if name not in gone]
             for item in [lvol['name'] for lvol in t.rpc(
                 'bdev_lvol_get_lvols', {'lvs_name': base.LVS})] + [
                 sub['nqn'] for sub in t.rpc('nvmf_get_subsystems')
@@ -417,8 +421,9 @@ class Writer(object):
         self.count = os.path.join(self.workdir, 'written')
         self.process = None
 
-    def once(self):
-        subprocess.run(self.commands[0], shell=True, env=self.env,
+    def once(self, generation=0):
+        """Write one pattern: A (0) or B (1)."""
+        subprocess.run(self.commands[generation], shell=True, env=self.env,
                        check=True, capture_output=True)
 
     def start(self):
@@ -666,6 +671,108 @@ class CloneTest(WrittenTestCase):
             self.compute, volume.id, Writer.WRITTEN, writer.workdir))
         self.detach(volume, props, info)
         self.delete_all(snapshot, volume)
+
+
+class ReplaceTest(WrittenTestCase):
+    """A copy whose target is gone for good, made anew through Cinder."""
+
+    def retire(self, *gone):
+        """The operator takes peers out of spdk_replica_targets."""
+        self.driver = self.make_driver(
+            spdk_replica_targets=sorted(set(PEERS) - set(gone)),
+            spdk_nvmf_port=self.driver.configuration.spdk_nvmf_port)
+
+    def lose_copy(self, while_attached):
+        """A written 2-copy volume whose other copy's target died.
+
+        Killed under the writer, the mirror writes B on and fails the
+        copy out (its superblock says so); killed after the detach, the
+        superblocks name the copy as in sync. Returns the volume, the
+        writer, the lost peer's section and the other's.
+        """
+        volume, props, info, writer = self.written()
+        [lost] = [name for name, (tid, _size) in PEERS.items()
+                  if tid in self.copies(volume)]
+        if while_attached:
+            self.peers[lost].kill()
+            writer.once(1)
+        writer.dd.unexport(volume.id)
+        self.detach(volume, props, info)
+        if not while_attached:
+            self.peers[lost].kill()
+        volume.update({'status': 'available'})
+        volume.save()
+        [other] = set(PEERS) - {lost}
+        return volume, writer, lost, other
+
+    def assertMirroredAnew(self, volume, other, data):
+        """Attached over the own copy and a new one on ``other``.
+
+        A new mirror over identical copies: nothing to rebuild. Returns
+        the attachment.
+        """
+        props, info = self.attach(volume)
+        self.assertEqual(sorted(['storage-target', PEERS[other][0]]),
+                         sorted(r['target_id'] for r in props['replicas']))
+        [raid] = self.compute.rpc('bdev_raid_get_bdevs', {'category': 'all'})
+        self.assertEqual(('online', 2, None), (
+            raid['state'], raid['num_base_bdevs_operational'],
+            raid.get('process')))
+        self.assertSameBytes(data, spdk_dd.read_once(
+            self.compute, volume.id, Writer.WRITTEN, self.workdir))
+        return props, info
+
+    def setUp(self):
+        super().setUp()
+        self.workdir = self.useFixture(fixtures.TempDir()).path
+
+    def test_a_copy_lost_under_writes_is_made_anew_at_the_next_attach(self):
+        volume, writer, lost, other = self.lose_copy(while_attached=True)
+        self.retire(lost)
+        self.driver.get_volume_stats(refresh=True)
+        self.assertEqual({
+            health.STATE: health.DEGRADED,
+            health.PROBLEM: '1 of its 2 copies out of reach (lost: made '
+                            'anew when it is next attached)'}, marks(volume))
+        props, info = self.assertMirroredAnew(volume, other,
+                                              writer.patterns[1])
+        self.driver.get_volume_stats(refresh=True)
+        self.assertEqual({}, marks(volume))
+
+        # The other original copy goes too: the new one has it all.
+        self.target.kill()
+        self.assertSameBytes(writer.patterns[1], spdk_dd.read_once(
+            self.compute, volume.id, Writer.WRITTEN, self.workdir))
+        self.reopen(self.target)
+        self.detach(volume, props, info)
+        self.driver.delete_volume(volume)
+        self.assertEqual([], self.everything(gone=[lost]))
+
+    def test_a_copy_lost_while_detached_is_made_anew_too(self):
+        # Its superblocks say the lost copy is in sync: examine would
+        # wait for it, had they not been wiped.
+        volume, writer, lost, other = self.lose_copy(while_attached=False)
+        self.retire(lost)
+        props, info = self.assertMirroredAnew(volume, other,
+                                              writer.patterns[0])
+        self.detach(volume, props, info)
+        self.driver.delete_volume(volume)
+        self.assertEqual([], self.everything(gone=[lost]))
+
+    def test_an_attach_beside_a_live_one_gets_the_copies_left(self):
+        volume = self.created(vtype=self.replicated(3))
+        self.peers['spdk-b'].kill()
+        self.retire('spdk-b')
+        source = dict(self.host, nqn=self.host['nqn'] + '-source')
+        objects.VolumeAttachment(
+            context=self.ctxt, volume_id=volume.id, attach_status='attached',
+            connector=source, attached_host='source').create()
+        volume.refresh()
+        props = self.driver.initialize_connection(volume, self.host)['data']
+        # No copy made anew (the live mirror would not have it): the
+        # destination mirrors the two copies left, as the source does.
+        self.assertEqual(['storage-c', 'storage-target'],
+                         sorted(r['target_id'] for r in props['replicas']))
 
 
 class BackupTest(WrittenTestCase):
