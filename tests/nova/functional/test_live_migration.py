@@ -61,6 +61,9 @@ BASE = (0, MIB, 'before-migration')
 WRITER = (4 * MIB, 256 * KIB, 'while-migrating')
 # A front-end QoS limit far above what a TCG guest writes.
 LIMIT_MIB = 200
+#: Seconds a migrate call may take before the test aborts it and fails:
+#: libvirt's call blocks in C, where no test timeout reaches it.
+MIGRATE_DEADLINE = 300
 
 
 def sha256(token, length):
@@ -219,13 +222,29 @@ class LiveMigrationTest(base.TestCase):
         guest = src.driver._host.get_guest(inst)
         # Both "hosts" are this machine: address the other libvirtd by
         # its socket, where Nova would use the destination's hostname.
+        failed = []
+
+        def operation():
+            try:
+                src.driver._live_migration_operation(
+                    self.context, inst, 'host-' + dst.name, False,
+                    migrate_data, guest, [])
+            except Exception as err:
+                failed.append(err)
         with fixtures.MockPatchObject(src.driver, '_live_migration_uri',
                                       return_value=dst.peer_uri):
             start = time.monotonic()
-            src.driver._live_migration_operation(
-                self.context, inst, 'host-' + dst.name, False, migrate_data,
-                guest, [])
+            call = threading.Thread(target=operation, daemon=True)
+            call.start()
+            call.join(MIGRATE_DEADLINE)
             elapsed = time.monotonic() - start
+            if call.is_alive():
+                src.driver.live_migration_abort(inst)
+                call.join(60)
+                self.fail('the migrate call was still running after %d s: '
+                          'aborted' % MIGRATE_DEADLINE)
+        if failed:
+            raise failed[0]
         dom = dst.conn.lookupByUUIDString(inst.uuid)
         stats = dom.jobStats(libvirt.VIR_DOMAIN_JOB_STATS_COMPLETED)
         return elapsed, stats, dom
