@@ -80,12 +80,15 @@ class Connections(pools.Part):
     def _export_copies(self, volume, lvol, connector, rb):
         """Export a replicated volume's copies, lost ones made anew first.
 
-        Not while another attachment has the volume open: a new copy
-        rebuilt at a live migration's destination would miss what the
-        source still writes. That attach gets the copies left.
+        Not while the volume is in use (its status, or another
+        attachment): a new copy rebuilt at a live migration's
+        destination would miss what the source still writes, and the
+        superblocks of the copies its mirror uses must stay. That attach
+        gets the copies left.
         """
-        in_use = any(att.attach_status in export.ATTACHED
-                     for att in volume.volume_attachment)
+        in_use = volume.status == 'in-use' or any(
+            att.attach_status in export.ATTACHED
+            for att in volume.volume_attachment)
         whole = not in_use and self.replicas.replace_lost(
             volume, lvol, self.pools.limits(volume.volume_type_id,
                                             volume.size), rb)

@@ -676,6 +676,10 @@ class CloneTest(WrittenTestCase):
 class ReplaceTest(WrittenTestCase):
     """A copy whose target is gone for good, made anew through Cinder."""
 
+    def setUp(self):
+        super().setUp()
+        self.workdir = self.useFixture(fixtures.TempDir()).path
+
     def retire(self, *gone):
         """The operator takes peers out of spdk_replica_targets."""
         self.driver = self.make_driver(
@@ -722,10 +726,6 @@ class ReplaceTest(WrittenTestCase):
             self.compute, volume.id, Writer.WRITTEN, self.workdir))
         return props, info
 
-    def setUp(self):
-        super().setUp()
-        self.workdir = self.useFixture(fixtures.TempDir()).path
-
     def test_a_copy_lost_under_writes_is_made_anew_at_the_next_attach(self):
         volume, writer, lost, other = self.lose_copy(while_attached=True)
         self.retire(lost)
@@ -763,16 +763,28 @@ class ReplaceTest(WrittenTestCase):
         volume = self.created(vtype=self.replicated(3))
         self.peers['spdk-b'].kill()
         self.retire('spdk-b')
-        source = dict(self.host, nqn=self.host['nqn'] + '-source')
-        objects.VolumeAttachment(
+        source = objects.VolumeAttachment(
             context=self.ctxt, volume_id=volume.id, attach_status='attached',
-            connector=source, attached_host='source').create()
+            connector=dict(self.host, nqn=self.host['nqn'] + '-source'),
+            attached_host='source')
+        source.create()
         volume.refresh()
-        props = self.driver.initialize_connection(volume, self.host)['data']
         # No copy made anew (the live mirror would not have it): the
         # destination mirrors the two copies left, as the source does.
         self.assertEqual(['storage-c', 'storage-target'],
-                         sorted(r['target_id'] for r in props['replicas']))
+                         self.copies_exported(volume))
+        # So for an in-use volume whose attachment Cinder did not record
+        # (the os-initialize_connection action).
+        source.destroy()
+        volume.update({'status': 'in-use'})
+        volume.save()
+        volume.refresh()
+        self.assertEqual(['storage-c', 'storage-target'],
+                         self.copies_exported(volume))
+
+    def copies_exported(self, volume):
+        props = self.driver.initialize_connection(volume, self.host)['data']
+        return sorted(r['target_id'] for r in props['replicas'])
 
 
 class BackupTest(WrittenTestCase):
