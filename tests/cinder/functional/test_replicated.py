@@ -759,6 +759,18 @@ class ReplaceTest(WrittenTestCase):
         self.driver.delete_volume(volume)
         self.assertEqual([], self.everything(gone=[lost]))
 
+    def test_no_target_for_a_lost_copy_fails_the_attach_cleanly(self):
+        volume = self.created(vtype=self.replicated(3))
+        self.peers['spdk-b'].kill()
+        self.retire('spdk-b')
+        before = self.everything(gone=['spdk-b'])
+        err = self.assertRaises(exception.VolumeBackendAPIException,
+                                self.driver.initialize_connection, volume,
+                                self.host)
+        self.assertIn('needs 1 copies on other storage targets', str(err))
+        # No snapshot, copy or export left behind.
+        self.assertEqual(before, self.everything(gone=['spdk-b']))
+
     def test_an_attach_beside_a_live_one_gets_the_copies_left(self):
         volume = self.created(vtype=self.replicated(3))
         self.peers['spdk-b'].kill()
