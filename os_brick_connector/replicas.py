@@ -31,6 +31,10 @@ module's examine then re-adds the member from its superblock by itself),
 else the member, failed out but still there, is added with
 ``bdev_raid_add_base_bdev``; either way the RAID rebuilds it.
 :func:`replace` mirrors onto a replica on another storage target instead.
+A replica with no superblock beside others that have one (a copy Cinder
+made anew, empty, at a live migration) is attached but left out of the
+mirror their superblock assembles: it is added, and rebuilt, only where
+the guest runs (:func:`guest`), by ``spdk-vhost-replicas``.
 """
 
 import hashlib
@@ -53,6 +57,9 @@ _TAG_LEN = 8
 ONLINE = 'online'
 DEGRADED = 'degraded'
 OFFLINE = 'offline'
+RUNNING = 'running'
+INCOMING = 'incoming'
+NO_GUEST = 'no guest'
 
 
 #: The NVMe-oF initiator's option -> the one a replica's attach uses.
@@ -194,9 +201,33 @@ def assemble(client, props, conf, undo):
     return name
 
 
+def _serving(controllers, name):
+    """The vhost controllers that expose bdev ``name``."""
+    return [ctrl for ctrl in controllers
+            if ctrl.get('backend_specific', {}).get('block', {}).get(
+                'bdev') == name]
+
+
 def _in_use(controllers, name):
-    return any(ctrl.get('backend_specific', {}).get('block', {}).get(
-        'bdev') == name for ctrl in controllers)
+    return bool(_serving(controllers, name))
+
+
+def guest(client, name):
+    """Whether the guest on RAID ``name`` runs here, as vhost tells.
+
+    :data:`RUNNING`: a session of its vhost controller is started, QEMU
+    having started the device, which it does once the guest runs.
+    :data:`INCOMING`: QEMU connected, nothing started: a live migration's
+    destination before the switch, while the source still writes.
+    :data:`NO_GUEST`: no QEMU connected (a guest shut off, or a live
+    migration's destination before its QEMU starts).
+    """
+    sessions = [session
+                for ctrl in _serving(client.vhost_get_controllers(), name)
+                for session in ctrl.get('sessions') or ()]
+    if any(session.get('started') for session in sessions):
+        return RUNNING
+    return INCOMING if sessions else NO_GUEST
 
 
 def release(client, props, conf, controllers=None):

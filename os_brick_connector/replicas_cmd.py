@@ -17,11 +17,19 @@ a controller SPDK gave up.
 
 ``spdk-vhost-replicas watch`` does that repair by itself: every
 ``--interval`` seconds it adds back each lost replica whose NVMe
-controller has reconnected (its storage target is back), one rebuild at
-a time per volume, and prints a line whenever a volume's state changes
+controller has reconnected (its storage target is back) or which is new
+(a copy Cinder made anew), one rebuild at a time per volume, and prints
+a line whenever a volume's state changes
 (``etc/systemd/spdk-vhost-replicas-watch.service`` runs it, its lines
 going to the journal). A controller SPDK gave up still needs ``repair
 --properties``.
+
+Both rebuild only where the guest runs (:func:`replicas.guest`): at a
+live migration's destination the source still writes until the switch,
+and a copy rebuilt there before it would miss those writes, so the
+watcher waits for the guest to start there, and ``repair`` refuses while
+a migrating guest's QEMU waits for it. The watcher also leaves a volume
+whose guest is shut off (no QEMU connected), which ``repair`` rebuilds.
 
 It reads the ``[spdk_vhost]`` options from nova.conf (``--config-file``).
 """
@@ -77,7 +85,13 @@ def describe(client, volume_id, raid):
     state = replicas.status(client, volume_id, raid=raid)
     state['volume_id'] = volume_id
     state['lost'] = lost_controllers(client, volume_id, state)
+    state['guest'] = replicas.guest(client, volume_id)
     return state
+
+
+def _waiting(state):
+    """Whether a rebuild the volume needs waits for its guest to run."""
+    return bool(state['lost']) and state['guest'] != replicas.RUNNING
 
 
 def _line(state):
@@ -90,6 +104,9 @@ def _line(state):
         text += '; %d missing' % state['missing']
     for name, nvme_state in state['lost']:
         text += '; %s %s' % (name, nvme_state)
+    if _waiting(state):
+        text += '; rebuild waits for the guest to run here (%s)' % (
+            state['guest'])
     return text
 
 
@@ -108,14 +125,10 @@ def list_volumes(client, out, as_json=False):
 
 def readd(client, volume_id):
     """Add back the volume's out-of-sync members whose controller is up."""
-    raid = replicas.find(client, volume_id)
-    if raid is None:
-        return None
-    state = replicas.status(client, volume_id, raid=raid)
+    state = replicas.status(client, volume_id)
     for name, _nvme_state in lost_controllers(client, volume_id, state):
         replicas.add_back(client, volume_id, name,
                           nvme_initiator.namespace_bdev(name, 1))
-    return replicas.status(client, volume_id)
 
 
 def _load_properties(path):
@@ -132,12 +145,18 @@ def repair(client, conf, volume_id, properties_file=None, out=sys.stdout):
             out.write('%s holds volume %s\n'
                       % (properties_file, props.volume_id))
             return 2
-        state = replicas.repair(client, props, conf)
-    else:
-        state = readd(client, volume_id)
-    if state is None:
+    if replicas.find(client, volume_id) is None:
         out.write('%s is not attached here\n' % volume_id)
         return 2
+    if replicas.guest(client, volume_id) == replicas.INCOMING:
+        out.write('%s: a live migration brings its guest here; the source '
+                  'writes until the switch: repair it once the guest runs '
+                  'here\n' % volume_id)
+        return 1
+    if properties_file:
+        replicas.repair(client, props, conf)
+    else:
+        readd(client, volume_id)
     state = describe(client, volume_id, replicas.find(client, volume_id))
     out.write(_line(state) + '\n')
     # A rebuild under way is a repair that worked.
@@ -149,14 +168,16 @@ def repair(client, conf, volume_id, properties_file=None, out=sys.stdout):
 def _change(state):
     """What a watcher reports a change of (not each percent rebuilt)."""
     return (state['state'], tuple(state['members']), state['missing'],
-            (state['rebuilding'] or {}).get('member'), tuple(state['lost']))
+            (state['rebuilding'] or {}).get('member'), tuple(state['lost']),
+            _waiting(state) and state['guest'])
 
 
 def watch_once(client, out, seen):
     """One round of the watcher; ``seen``: volume -> last change, updated.
 
-    A volume degraded with no rebuild under way gets its reconnected
-    replicas added back; one SPDK refuses is tried again next round.
+    A volume degraded with no rebuild under way, whose guest runs here,
+    gets its reconnected replicas added back; one SPDK refuses is tried
+    again next round.
     """
     volumes = attached(client)
     for volume_id in [vid for vid in seen if vid not in volumes]:
@@ -164,6 +185,7 @@ def watch_once(client, out, seen):
     for volume_id, raid in sorted(volumes.items()):
         state = describe(client, volume_id, raid)
         if (state['state'] == replicas.DEGRADED and not state['rebuilding']
+                and state['guest'] == replicas.RUNNING
                 and any(nvme == 'enabled' for _n, nvme in state['lost'])):
             try:
                 readd(client, volume_id)

@@ -121,15 +121,26 @@ class TestReplicaSettings(base.TestCase):
             self.assertIn(option, str(err))
 
 
+RUNNING = True
+INCOMING = False
+
+
 class CommandAnswers(RaidAnswers):
     """Plus the NVMe controllers of bdev_nvme_get_controllers."""
 
-    def __init__(self, raids, controllers=()):
+    def __init__(self, raids, controllers=(), sessions=(RUNNING,)):
         super().__init__(*raids)
         self.controllers = [
             {'name': name, 'ctrlrs': [{'state': state}]}
             for name, state in controllers]
+        self.sessions = [{'vid': 0, 'id': 0, 'name': 'vhost-' + VOLUME,
+                          'started': started} for started in sessions]
         self.calls = []
+
+    def vhost_get_controllers(self):
+        """The volume's vhost controller, and QEMU's sessions on it."""
+        return [{'ctrlr': 'vhost-' + VOLUME, 'sessions': self.sessions,
+                 'backend_specific': {'block': {'bdev': VOLUME}}}]
 
     def call(self, method, params=None):
         self.calls.append((method, params))
@@ -177,6 +188,43 @@ class TestCommand(base.TestCase):
             [{'raid_bdev': VOLUME, 'base_bdev': back + 'n1'}],
             [params for method, params in client.calls
              if method == 'bdev_raid_add_base_bdev'])
+
+    def added(self, client):
+        return [params['base_bdev'] for method, params in client.calls
+                if method == 'bdev_raid_add_base_bdev']
+
+    def test_rebuilds_wait_for_the_guest_to_run_here(self):
+        """A live migration's source writes until the switch."""
+        new = VOLUME + '.0123abcd'
+        client = CommandAnswers([raid('a', None)], [(new, 'enabled')],
+                                sessions=[INCOMING])
+        out, seen = io.StringIO(), {}
+        replicas_cmd.watch_once(client, out, seen)
+        self.assertEqual([], self.added(client))
+        self.assertEqual('%s degraded 1/2 in sync; 1 missing; %s enabled; '
+                         'rebuild waits for the guest to run here '
+                         '(incoming)\n' % (VOLUME, new), out.getvalue())
+        code, said = self.run_command(client, 'repair', VOLUME)
+        self.assertEqual(1, code)
+        self.assertIn('live migration brings its guest here', said)
+        self.assertEqual([], self.added(client))
+
+        # The switch: QEMU starts the device here.
+        client.sessions[0]['started'] = True
+        replicas_cmd.watch_once(client, out, seen)
+        self.assertEqual([new + 'n1'], self.added(client))
+
+    def test_a_shut_off_guest_is_left_to_the_operator(self):
+        new = VOLUME + '.0123abcd'
+        client = CommandAnswers([raid('a', None)], [(new, 'enabled')],
+                                sessions=[])
+        out = io.StringIO()
+        replicas_cmd.watch_once(client, out, {})
+        self.assertEqual([], self.added(client))
+        self.assertIn('rebuild waits for the guest to run here (no guest)',
+                      out.getvalue())
+        self.run_command(client, 'repair', VOLUME)
+        self.assertEqual([new + 'n1'], self.added(client))
 
     def test_repair_of_a_volume_not_here(self):
         self.assertEqual(2, self.run_command(CommandAnswers([]), 'repair',
