@@ -80,18 +80,18 @@ class Connections(pools.Part):
     def _export_copies(self, volume, lvol, connector, rb):
         """Export a replicated volume's copies, lost ones made anew first.
 
-        Not while the volume is in use (its status, or another
-        attachment): a new copy rebuilt at a live migration's
-        destination would miss what the source still writes, and the
-        superblocks of the copies its mirror uses must stay. That attach
-        gets the copies left.
+        While the volume is in use (its status, or another attachment: a
+        live migration's destination) a new copy is made empty, for the
+        compute host to rebuild once the guest runs there, and the
+        superblocks of the copies its mirror uses stay. An attach whose
+        lost copies could not be made gets the copies left.
         """
         in_use = volume.status == 'in-use' or any(
             att.attach_status in export.ATTACHED
             for att in volume.volume_attachment)
-        whole = not in_use and self.replicas.replace_lost(
+        whole = self.replicas.replace_lost(
             volume, lvol, self.pools.limits(volume.volume_type_id,
-                                            volume.size), rb)
+                                            volume.size), rb, in_use=in_use)
         return self.replicas.export(
             volume, lvol, connector, rb,
             rekey=not self._attached(volume, connector), short=not whole)

@@ -36,8 +36,8 @@ A copy is lost when no target of ``spdk_replica_targets`` holds it: the
 operator took its target out of the list for good, or the target lost
 its lvol store. The volume's next attach where it is attached nowhere
 else makes the copy anew on another target (:meth:`Replicas.replace_lost`);
-meanwhile an attach beside a live one (a live migration's) gets the
-copies left.
+an attach while it is in use (a live migration's destination) makes it
+empty, for the compute host to rebuild once the guest runs there.
 """
 
 import contextlib
@@ -153,12 +153,13 @@ class Replicas(pools.Part):
 
     # -- placement -------------------------------------------------------
 
-    def _candidates(self, size_gb):
+    def _candidates(self, size_gb, whole=False):
         """(free bytes, peer, lvol store) of every peer with room.
 
         Room for a thin lvol is any free cluster (the scheduler's
         over-subscription ratio governs the backend's own pools); a
-        thick one needs its whole size.
+        thick one needs its whole size, as does one the compute host
+        will rebuild (``whole``): a rebuild writes every block.
         """
         found = []
         for peer in self.peers:
@@ -168,8 +169,9 @@ class Replicas(pools.Part):
                 LOG.warning('Replica target %(peer)s: %(err)s',
                             {'peer': peer, 'err': err})
                 continue
-            thin = peer.conf.spdk_thin_provision
-            if free > 0 and (thin or free >= size_gb * lvols.GIB):
+            thin = peer.conf.spdk_thin_provision and not whole
+            if free > 0 and (thin or free >= size_gb * lvols.GIB +
+                             superblock.DATA_OFFSET):
                 found.append((free, peer, lvs))
         return sorted(found, key=lambda item: -item[0])
 
@@ -177,17 +179,19 @@ class Replicas(pools.Part):
         """How many copies a new 1 GiB volume could have now."""
         return 1 + len(self._candidates(1))
 
-    def place(self, volume, limits, rb, wanted=None, skip=()):
+    def place(self, volume, limits, rb, wanted=None, skip=(),
+              whole=False):
         """Make the volume's other copies, each on its own target.
 
         ``wanted``: how many (all but its own, by default), on peers not
-        in ``skip``; returns [(peer, alias)] of those made.
+        in ``skip`` with room for them (``whole``: see
+        :meth:`_candidates`); returns [(peer, alias)] of those made.
         """
         if wanted is None:
             wanted = self.copies(volume) - 1
         if not wanted:
             return []
-        found = [item for item in self._candidates(volume.size)
+        found = [item for item in self._candidates(volume.size, whole)
                  if item[1] not in skip]
         if len(found) < wanted:
             raise exception.VolumeBackendAPIException(
@@ -326,13 +330,15 @@ class Replicas(pools.Part):
             LOG.info('Dropped the copy of volume %(vol)s on %(peer)s',
                      {'vol': volume.id, 'peer': peer})
 
-    def replace_lost(self, volume, lvol, limits, rb):
-        """Make anew the lost copies of ``volume``, attached nowhere.
+    def replace_lost(self, volume, lvol, limits, rb, in_use=False):
+        """Make anew the lost copies of ``volume``; whether it has all now.
 
-        Returns whether it has every copy now. A lost copy that cannot
-        be made from the own copy, because that one lacks writes another
-        copy holds, stays lost: the compute host's mirror then starts
-        from the copies left, and a repair there must come first.
+        Attached nowhere, a new copy is the own copy's data
+        (:meth:`recount`); one that cannot be, because the own copy lacks
+        writes another copy holds, stays lost: the compute host's mirror
+        starts from the copies left, and a repair there must come first.
+        ``in_use`` (a live migration's destination), it is made empty
+        instead (:meth:`_place_empty`), for the compute host to rebuild.
         """
         held = self.holders(volume)
         lost = self.copies(volume) - 1 - len(held)
@@ -340,12 +346,52 @@ class Replicas(pools.Part):
             return True
         LOG.warning('Volume %(vol)s lost %(lost)d of its %(wanted)d copies '
                     '(no target of spdk_replica_targets holds them): '
-                    'making them anew from its copy on %(own)s',
+                    'making them anew %(how)s',
                     {'vol': volume.id, 'lost': lost,
-                     'wanted': self.copies(volume), 'own': self.target_id})
+                     'wanted': self.copies(volume),
+                     'how': 'empty, for its compute host to rebuild once '
+                            'the guest runs there' if in_use else
+                            'from its copy on %s' % self.target_id})
         try:
+            if in_use:
+                return self._place_empty(volume, lvol, held, lost, limits,
+                                         rb)
             self.recount(volume, lvol, self.copies(volume), limits, rb)
         except OutOfSync as err:
+            LOG.warning('%s; it is attached with the copies left', err)
+            return False
+        return True
+
+    def _place_empty(self, volume, lvol, held, lost, limits, rb):
+        """Place ``lost`` empty copies of in-use ``volume``; whether it did.
+
+        Its compute host's mirror adds them, and rebuilds them from the
+        copies in sync, once the guest runs there: a copy rebuilt at a
+        live migration's destination before the switch would miss what
+        the source still writes. Until then a new copy's missing
+        superblock marks it lacking writes to every check here. It goes
+        where the whole volume fits, thin or not: the rebuild writes
+        every block. Nothing is made when the mirror's superblock still
+        counts a lost copy in sync (its target retired before the mirror
+        noticed): no mirror can start from it, and only the volume's
+        next attach where it is attached nowhere else mends that
+        (:meth:`recount`). Nor when no target has room: the attach gets
+        the copies left rather than fail a live migration.
+        """
+        heads, _stale = self.superblocks(volume, lvol, held)
+        absent = superblock.absent_in_sync(
+            heads, [lvol.uuid] + [copy.uuid for _peer, copy in held])
+        if absent:
+            LOG.warning('Volume %(vol)s: its mirror\'s superblock counts '
+                        'lost copies %(absent)s in sync; it is attached with '
+                        'the copies left, and its copies made anew when it '
+                        'is next attached nowhere else',
+                        {'vol': volume.id, 'absent': ', '.join(absent)})
+            return False
+        try:
+            self.place(volume, limits, rb, wanted=lost,
+                       skip=[peer for peer, _copy in held], whole=True)
+        except exception.VolumeBackendAPIException as err:
             LOG.warning('%s; it is attached with the copies left', err)
             return False
         return True

@@ -79,6 +79,21 @@ def _why_stale(sb, newest, lvol_uuid):
     return None
 
 
+def absent_in_sync(heads, lvol_uuids):
+    """Members the newest superblock counts in sync that no copy is.
+
+    SPDK's examine waits for every one of them before it starts the
+    mirror: a superblock naming a lost copy so never starts it.
+    ``heads`` and ``lvol_uuids`` as for :func:`out_of_sync`; the UUIDs
+    of those members, as text.
+    """
+    newest = _newest(heads)
+    present = {uuid.UUID(lvol_uuid) for lvol_uuid in lvol_uuids}
+    return sorted(str(member) for member, state in
+                  (newest.members.items() if newest else ())
+                  if state == CONFIGURED and member not in present)
+
+
 def unsound_snapshot(before, others, own_uuid):
     """Why a snapshot of the volume's own copy is unsound, or None.
 

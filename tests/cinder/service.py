@@ -104,12 +104,24 @@ class CinderSide(object):
                                 ('spdk_nvmf_port', peer['nvmf_port']),
                                 ('spdk_saved_config', '')):
                 CONF.set_override(name, value, group=peer['name'])
+        self.started = dict(rpc_socket=rpc_socket, target_id=target_id,
+                            lvstore=lvstore, nvmf_address=nvmf_address,
+                            nvmf_port=nvmf_port)
         self.manager.init_host(service_id=None)
         if not self.manager.driver.initialized:
             raise RuntimeError('the SPDK driver did not initialize: see '
                                'the Cinder log')
         self.lvstore = lvstore
         return {'driver': type(self.manager.driver).__name__}
+
+    def do_restart(self, replica_targets):
+        """cinder-volume restarted with other ``spdk_replica_targets``.
+
+        As an operator retires a storage target, or adds one.
+        """
+        self.manager.driver.client.close()
+        return self.do_start(replica_targets=replica_targets,
+                             **self.started)
 
     def do_create_type(self, name, qos=None, consumer='back-end',
                        extra_specs=None):
@@ -183,6 +195,12 @@ class CinderSide(object):
         """The connection_info a compute host gets for ``connector``."""
         return self.manager.initialize_connection(
             self.ctxt, self._volume(volume_id), connector)
+
+    def do_attach_complete(self, volume_id):
+        """The volume in-use, as Cinder's attachment_complete leaves it."""
+        volume = self._volume(volume_id)
+        volume.update({'status': 'in-use'})
+        volume.save()
 
     def do_terminate_connection(self, volume_id, connector):
         self.manager.terminate_connection(self.ctxt, volume_id, connector)

@@ -680,11 +680,20 @@ class ReplaceTest(WrittenTestCase):
         super().setUp()
         self.workdir = self.useFixture(fixtures.TempDir()).path
 
-    def retire(self, *gone):
-        """The operator takes peers out of spdk_replica_targets."""
+    def retire(self, *gone, added=None):
+        """The operator takes peers out of spdk_replica_targets.
+
+        ``added``: the section of a peer put in the list instead.
+        """
         self.driver = self.make_driver(
-            spdk_replica_targets=sorted(set(PEERS) - set(gone)),
+            spdk_replica_targets=sorted(set(PEERS) - set(gone)) + (
+                [added] if added else []),
             spdk_nvmf_port=self.driver.configuration.spdk_nvmf_port)
+
+    def roomy_peer(self):
+        """A new peer with room for a whole copy of a 1 GiB volume."""
+        self.peers['spdk-d'] = self.start_peer('spdk-d', 'storage-d', 2048)
+        return 'spdk-d'
 
     def lose_copy(self, while_attached):
         """A written 2-copy volume whose other copy's target died.
@@ -771,7 +780,92 @@ class ReplaceTest(WrittenTestCase):
         # No snapshot, copy or export left behind.
         self.assertEqual(before, self.everything(gone=['spdk-b']))
 
-    def test_an_attach_beside_a_live_one_gets_the_copies_left(self):
+    def test_a_copy_lost_in_use_is_made_empty_and_rebuilt_there(self):
+        """A live migration's destination gets an empty new copy.
+
+        The compute target stands in for the destination: the source's
+        mirror goes, and the destination's starts from the copy in sync,
+        leaving the new one for a rebuild once the guest runs there.
+        """
+        volume, props, info, writer = self.written()
+        [lost] = [name for name, (tid, _size) in PEERS.items()
+                  if tid in self.copies(volume)]
+        self.peers[lost].kill()
+        writer.once(1)  # the mirror fails the copy out, and writes B on
+        volume.update({'status': 'in-use'})
+        volume.save()
+        self.retire(lost, added=self.roomy_peer())
+        self.driver.get_volume_stats(refresh=True)
+        self.assertIn('lost: made anew when it is next attached',
+                      marks(volume)[health.PROBLEM])
+        moved = self.driver.initialize_connection(volume, self.host)['data']
+        # Not on the other peer: a rebuilt copy needs the volume's whole
+        # size free, which only the new one has.
+        self.assertEqual(['storage-d', 'storage-target'],
+                         sorted(r['target_id'] for r in moved['replicas']))
+        self.driver.get_volume_stats(refresh=True)
+        self.assertEqual({health.STATE: health.DEGRADED,
+                          health.PROBLEM: 'its copies on storage-d (spdk-d) '
+                                          'lack writes until its compute '
+                                          'host rebuilds them'},
+                         marks(volume))
+
+        writer.dd.unexport(volume.id)
+        self.connector.disconnect_volume(props, info)
+        info = self.connector.connect_volume(moved)
+        client = self.connector.client
+        state = mirror.status(client, volume.id)
+        self.assertEqual((mirror.DEGRADED, 1),
+                         (state['state'], len(state['members'])))
+        replicas_cmd.readd(client, volume.id)  # where the guest runs
+        self.wait_for(lambda: mirror.status(client, volume.id)['state'] ==
+                      mirror.ONLINE, timeout=120)
+        self.assertSameBytes(writer.patterns[1], spdk_dd.read_once(
+            self.compute, volume.id, Writer.WRITTEN, self.workdir))
+        self.driver.get_volume_stats(refresh=True)
+        self.assertEqual({}, marks(volume))
+
+        # The other original copy goes too: the new one has it all.
+        self.target.kill()
+        self.assertSameBytes(writer.patterns[1], spdk_dd.read_once(
+            self.compute, volume.id, Writer.WRITTEN, self.workdir))
+        self.reopen(self.target)
+        self.detach(volume, moved, info)
+        self.driver.delete_volume(volume)
+        self.assertEqual([], self.everything(gone=[lost]))
+
+    def test_a_copy_lost_unnoticed_in_use_is_made_at_the_next_attach(self):
+        """A mirror still counting the lost copy in sync cannot start.
+
+        No I/O since the target died: the mirror never failed the copy
+        out, so its superblock still counts it, and SPDK would wait for
+        it before starting any mirror. An attach in use makes nothing;
+        the next where the volume is attached nowhere else makes it anew.
+        """
+        volume, props, info, writer = self.written()
+        [lost] = [name for name, (tid, _size) in PEERS.items()
+                  if tid in self.copies(volume)]
+        [other] = set(PEERS) - {lost}
+        writer.dd.unexport(volume.id)
+        self.peers[lost].kill()
+        volume.update({'status': 'in-use'})
+        volume.save()
+        self.retire(lost)
+        before = self.everything(gone=[lost])
+        self.assertEqual(['storage-target'],
+                         self.copies_exported(volume))
+        self.assertEqual(before, self.everything(gone=[lost]))
+        self.connector.disconnect_volume(props, info)
+        self.driver.terminate_connection(volume, self.host)
+        volume.update({'status': 'available'})
+        volume.save()
+        props, info = self.assertMirroredAnew(volume, other,
+                                              writer.patterns[0])
+        self.detach(volume, props, info)
+        self.driver.delete_volume(volume)
+        self.assertEqual([], self.everything(gone=[lost]))
+
+    def test_no_target_for_a_copy_lost_in_use_gets_the_copies_left(self):
         volume = self.created(vtype=self.replicated(3))
         self.peers['spdk-b'].kill()
         self.retire('spdk-b')
@@ -781,8 +875,8 @@ class ReplaceTest(WrittenTestCase):
             attached_host='source')
         source.create()
         volume.refresh()
-        # No copy made anew (the live mirror would not have it): the
-        # destination mirrors the two copies left, as the source does.
+        # No target left for a new copy: rather than fail a live
+        # migration, the destination mirrors the two copies left.
         self.assertEqual(['storage-c', 'storage-target'],
                          self.copies_exported(volume))
         # So for an in-use volume whose attachment Cinder did not record
@@ -921,7 +1015,7 @@ class WatchTest(ComputeTestCase):
         self.assertEqual({health.STATE: health.DEGRADED,
                           health.PROBLEM: problem}, marks(volume))
 
-    def test_a_returning_copy_is_added_back_by_the_watcher(self):
+    def test_a_returning_copy_is_rebuilt_and_the_watcher_tells(self):
         volume = self.created(vtype=self.replicated(2))
         props, info = self.attach(volume)
         [peer] = [name for name, (tid, _size) in PEERS.items()
@@ -947,6 +1041,13 @@ class WatchTest(ComputeTestCase):
         self.assertProblem('its copies on %s lack writes until its compute '
                            'host rebuilds them' % where, volume)
         client = self.connector.client
+        # No guest runs here (the writer is spdk_dd): the watcher leaves
+        # the rebuild to the operator's repair. A guest's own watcher adds
+        # it by itself (tests/nova/functional/test_live_migration.py).
+        replicas_cmd.watch_once(client, out, seen)
+        self.assertIn('rebuild waits for the guest to run here (no guest)',
+                      out.getvalue().splitlines()[-1])
+        replicas_cmd.readd(client, volume.id)
         self.wait_for(lambda: replicas_cmd.watch_once(client, out, seen)
                       or mirror.status(client, volume.id)['state'] ==
                       mirror.ONLINE, timeout=120)

@@ -116,3 +116,22 @@ class OutOfSyncTest(base.BaseTestCase):
     def test_never_attached(self):
         self.assertEqual([], superblock.out_of_sync([None, None],
                                                     [OWN, OTHER]))
+
+
+class AbsentInSyncTest(base.BaseTestCase):
+    """A lost copy the newest superblock still counts blocks a mirror."""
+
+    def test_a_lost_copy_counted_in_sync(self):
+        both = {OWN: CONFIGURED, OTHER: CONFIGURED}
+        heads = [superblock.parse(make(2, both)),
+                 superblock.parse(make(3, {OWN: CONFIGURED}))]
+        # The newest (sequence 3) is the one that counts.
+        self.assertEqual([], superblock.absent_in_sync(heads, [OWN]))
+        self.assertEqual([OTHER], superblock.absent_in_sync(heads[:1],
+                                                            [OWN]))
+
+    def test_a_lost_copy_failed_out_or_never_attached(self):
+        failed = {OWN: CONFIGURED, OTHER: FAILED}
+        self.assertEqual([], superblock.absent_in_sync(
+            [superblock.parse(make(4, failed))], [OWN]))
+        self.assertEqual([], superblock.absent_in_sync([None], [OWN]))
