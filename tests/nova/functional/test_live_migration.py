@@ -19,7 +19,9 @@ Downtime and total time are logged (``MIGRATION ...`` lines).
 """
 
 import hashlib
+import io
 import os
+import re
 import threading
 import time
 
@@ -32,6 +34,8 @@ from oslo_log import log as logging
 from oslo_serialization import jsonutils
 
 from os_brick_connector import connector_errors
+from os_brick_connector import replicas
+from os_brick_connector import replicas_cmd
 from spdk_vhost_core import replicas as wire
 from testbed.guest import pty_console
 from testbed.guest import qemu
@@ -114,10 +118,8 @@ class LiveMigrationTest(base.TestCase):
             service_process.CINDER))
         self.cinder.call('start', rpc_socket=storage.socket_path,
                          target_id='storage-node', nvmf_port=net.free_port(),
-                         replica_targets=[{
-                             'name': 'spdk-b', 'target_id': 'storage-b',
-                             'rpc_socket': self.replica.socket_path,
-                             'nvmf_port': net.free_port()}])
+                         replica_targets=[self.peer(
+                             'spdk-b', 'storage-b', self.replica)])
 
         second = self.useFixture(libvirt_host.LibvirtHost())
         self.hosts = {
@@ -396,6 +398,101 @@ class LiveMigrationTest(base.TestCase):
                           raid['num_base_bdevs_operational']))
         self.assertEqual([], rpc(a.target, 'bdev_raid_get_bdevs',
                                  {'category': 'all'}))
+
+    def test_migrate_makes_a_lost_copy_anew_where_the_guest_lands(self):
+        """The copy of a retired storage target, made on a third one.
+
+        storage-b dies under the writing guest and the operator retires
+        it. The destination gets an empty copy on storage-c; its watcher
+        leaves it while the source still writes (QEMU not connected yet,
+        then connected but not started), and rebuilds it once the guest
+        runs there. Then the first copy's target dies too: the guest
+        reads everything from the new copy.
+        """
+        inst = self._instance()
+        a, b = self.hosts['a'], self.hosts['b']
+        type_id = self.cinder.call('create_type', name='two-copies',
+                                   extra_specs={'spdk:replicas': '2'})
+        volume_id, conn_a, console = self.boot(inst, type_id)
+        self.cinder.call('attach_complete', volume_id=volume_id)
+        console.execute(qemu.writer_start('vda', *WRITER))
+        source = targets.client_of(self, a.target)
+        self.replica.kill()
+        self.wait_state(source, volume_id, replicas.DEGRADED)
+        # Room for a whole copy: the rebuild writes every block.
+        third = targets.storage(self, 'storage-c', size_mib=2048)
+        self.cinder.call('restart', replica_targets=[self.peer(
+            'spdk-c', 'storage-c', third)])
+
+        connector, conn = self.attach(b, volume_id, inst)
+        self.assertEqual(['storage-c', 'storage-node'], sorted(
+            r['target_id'] for r in conn['data']['replicas']))
+        self.assertEqual([HOSTS['b']],
+                         self.admitted('replica-' + volume_id, third))
+        migrate_data = self.pre_live_migration(inst, b, conn)
+        dest = targets.client_of(self, b.target)
+        self.assertEqual([replicas.NO_GUEST], self.watch(dest, volume_id))
+
+        # Slow enough (256 MiB of guest memory: some seconds) to look at
+        # the destination while the guest moves.
+        self.conf.config(group='libvirt', live_migration_bandwidth=32)
+        moved = []
+        thread = threading.Thread(target=lambda: moved.append(
+            self.migrate(inst, a, b, migrate_data)))
+        thread.start()
+        self.addCleanup(thread.join, MIGRATE_DEADLINE)
+        self.wait_for(lambda: replicas.guest(dest, volume_id) ==
+                      replicas.INCOMING, 'QEMU connected at the destination',
+                      interval=0.05)
+        self.assertEqual([replicas.INCOMING], self.watch(dest, volume_id))
+        thread.join(MIGRATE_DEADLINE)
+        [(elapsed, stats, dom)] = moved
+        self.log_figures('two copies, one made anew', elapsed, stats)
+        self.be(a)
+        a.driver.post_live_migration(self.context, inst,
+                                     self.bdi(conn_a, inst), migrate_data)
+        self.cinder.call('terminate_connection', volume_id=volume_id,
+                         connector=self.connector_a)
+
+        # The guest runs here: the watcher adds the new copy, rebuilt.
+        self.wait_for(lambda: replicas.guest(dest, volume_id) ==
+                      replicas.RUNNING, 'the guest started at the '
+                      'destination')
+        self.assertEqual([], self.watch(dest, volume_id))
+        self.wait_state(dest, volume_id, replicas.ONLINE)
+        console = self.console(dom)
+        self.check_data(console, writer_stopped=False)
+        self.storage.kill()
+        self.check_data(console, writer_stopped=True)
+        state = replicas.status(dest, volume_id)
+        self.assertEqual((replicas.DEGRADED, [replicas.member_controller(
+            volume_id, 'storage-c') + 'n1']),
+            (state['state'], state['members']))
+
+    def peer(self, name, target_id, target):
+        """A replica target as the Cinder service takes it."""
+        return {'name': name, 'target_id': target_id,
+                'rpc_socket': target.socket_path,
+                'nvmf_port': net.free_port()}
+
+    def watch(self, client, volume_id):
+        """One watcher round; what it says the rebuild waits for."""
+        out = io.StringIO()
+        replicas_cmd.watch_once(client, out, {})
+        said = out.getvalue()
+        LOG.info('watcher: %s', said)
+        return re.findall(r'rebuild waits for the guest to run here '
+                          r'\(([^)]*)\)', said)
+
+    def wait_for(self, check, what, timeout=120, interval=0.2):
+        deadline = time.monotonic() + timeout
+        while not check():
+            self.assertLess(time.monotonic(), deadline, what)
+            time.sleep(interval)
+
+    def wait_state(self, client, volume_id, state):
+        self.wait_for(lambda: replicas.status(client, volume_id)['state']
+                      == state, 'volume %s not %s' % (volume_id, state))
 
     def test_aborted_migration_rolls_back(self):
         """Aborted while copying memory: the source's state, exactly."""
