@@ -731,9 +731,29 @@ class ReplaceTest(WrittenTestCase):
         self.assertEqual(('online', 2, None), (
             raid['state'], raid['num_base_bdevs_operational'],
             raid.get('process')))
-        self.assertSameBytes(data, spdk_dd.read_once(
-            self.compute, volume.id, Writer.WRITTEN, self.workdir))
+        self.assertSameBytes(data, self.disk(volume))
         return props, info
+
+    def disk(self, volume):
+        """What the compute host's mirror reads of the written region."""
+        return spdk_dd.read_once(self.compute, volume.id, Writer.WRITTEN,
+                                 self.workdir)
+
+    def assertNewCopyHoldsAll(self, volume, data, props, info, lost):
+        """Its mark gone, and the new copy alone reads back ``data``.
+
+        The own target, holding the other original copy, is killed (and
+        started again); then the volume is detached and deleted, leaving
+        nothing on any target but the lost one.
+        """
+        self.driver.get_volume_stats(refresh=True)
+        self.assertEqual({}, marks(volume))
+        self.target.kill()
+        self.assertSameBytes(data, self.disk(volume))
+        self.reopen(self.target)
+        self.detach(volume, props, info)
+        self.driver.delete_volume(volume)
+        self.assertEqual([], self.everything(gone=[lost]))
 
     def test_a_copy_lost_under_writes_is_made_anew_at_the_next_attach(self):
         volume, writer, lost, other = self.lose_copy(while_attached=True)
@@ -745,17 +765,8 @@ class ReplaceTest(WrittenTestCase):
                             'anew when it is next attached)'}, marks(volume))
         props, info = self.assertMirroredAnew(volume, other,
                                               writer.patterns[1])
-        self.driver.get_volume_stats(refresh=True)
-        self.assertEqual({}, marks(volume))
-
-        # The other original copy goes too: the new one has it all.
-        self.target.kill()
-        self.assertSameBytes(writer.patterns[1], spdk_dd.read_once(
-            self.compute, volume.id, Writer.WRITTEN, self.workdir))
-        self.reopen(self.target)
-        self.detach(volume, props, info)
-        self.driver.delete_volume(volume)
-        self.assertEqual([], self.everything(gone=[lost]))
+        self.assertNewCopyHoldsAll(volume, writer.patterns[1], props, info,
+                                   lost)
 
     def test_a_copy_lost_while_detached_is_made_anew_too(self):
         # Its superblocks say the lost copy is in sync: examine would
@@ -820,19 +831,9 @@ class ReplaceTest(WrittenTestCase):
         replicas_cmd.readd(client, volume.id)  # where the guest runs
         self.wait_for(lambda: mirror.status(client, volume.id)['state'] ==
                       mirror.ONLINE, timeout=120)
-        self.assertSameBytes(writer.patterns[1], spdk_dd.read_once(
-            self.compute, volume.id, Writer.WRITTEN, self.workdir))
-        self.driver.get_volume_stats(refresh=True)
-        self.assertEqual({}, marks(volume))
-
-        # The other original copy goes too: the new one has it all.
-        self.target.kill()
-        self.assertSameBytes(writer.patterns[1], spdk_dd.read_once(
-            self.compute, volume.id, Writer.WRITTEN, self.workdir))
-        self.reopen(self.target)
-        self.detach(volume, moved, info)
-        self.driver.delete_volume(volume)
-        self.assertEqual([], self.everything(gone=[lost]))
+        self.assertSameBytes(writer.patterns[1], self.disk(volume))
+        self.assertNewCopyHoldsAll(volume, writer.patterns[1], moved, info,
+                                   lost)
 
     def test_a_copy_lost_unnoticed_in_use_is_made_at_the_next_attach(self):
         """A mirror still counting the lost copy in sync cannot start.

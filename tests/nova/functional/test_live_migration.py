@@ -369,6 +369,17 @@ class LiveMigrationTest(base.TestCase):
         self.assertEqual([HOSTS['a']], self.admitted(volume_id))
         self.assertEqual(LIMIT_MIB, self.limits(a, volume_id))
 
+    def boot_writing_two_copies(self, inst):
+        """:meth:`boot` on a two-copy volume, in use, its guest writing."""
+        type_id = self.cinder.call('create_type', name='two-copies',
+                                   extra_specs={'spdk:replicas': '2'})
+        volume_id, conn_a, console = self.boot(inst, type_id)
+        self.assertEqual(wire.REPLICATED, conn_a['data']['transport'])
+        self.cinder.call('attach_complete', volume_id=volume_id)
+        console.execute(qemu.writer_start('vda', *WRITER))
+        console.execute(qemu.writer_status())
+        return volume_id, conn_a, console
+
     def test_migrate_replicated_writing_guest(self):
         """A mirror of two copies: each host assembles its own over them.
 
@@ -378,12 +389,7 @@ class LiveMigrationTest(base.TestCase):
         """
         inst = self._instance()
         a, b = self.hosts['a'], self.hosts['b']
-        type_id = self.cinder.call('create_type', name='two-copies',
-                                   extra_specs={'spdk:replicas': '2'})
-        volume_id, conn_a, console = self.boot(inst, type_id)
-        self.assertEqual(wire.REPLICATED, conn_a['data']['transport'])
-        console.execute(qemu.writer_start('vda', *WRITER))
-        console.execute(qemu.writer_status())
+        volume_id, conn_a, console = self.boot_writing_two_copies(inst)
 
         at_b, dom = self.move(inst, volume_id, a, b,
                               (self.connector_a, conn_a),
@@ -411,11 +417,7 @@ class LiveMigrationTest(base.TestCase):
         """
         inst = self._instance()
         a, b = self.hosts['a'], self.hosts['b']
-        type_id = self.cinder.call('create_type', name='two-copies',
-                                   extra_specs={'spdk:replicas': '2'})
-        volume_id, conn_a, console = self.boot(inst, type_id)
-        self.cinder.call('attach_complete', volume_id=volume_id)
-        console.execute(qemu.writer_start('vda', *WRITER))
+        volume_id, conn_a, console = self.boot_writing_two_copies(inst)
         source = targets.client_of(self, a.target)
         self.replica.kill()
         self.wait_state(source, volume_id, replicas.DEGRADED)
