@@ -116,6 +116,12 @@ class ReplicatedTestCase(test_driver.DriverTestCase):
                     'bdev_get_bdevs', {'name': lvols[0]['uuid']})[0]
         return found
 
+    def peer_holding(self, volume):
+        """The section of the one peer holding a 2-copy volume's copy."""
+        [name] = [name for name, (tid, _size) in PEERS.items()
+                  if tid in self.copies(volume)]
+        return name
+
     def everything(self, gone=()):
         """Every lvol and subsystem on every target: [] when clean.
 
@@ -704,8 +710,7 @@ class ReplaceTest(WrittenTestCase):
         writer, the lost peer's section and the other's.
         """
         volume, props, info, writer = self.written()
-        [lost] = [name for name, (tid, _size) in PEERS.items()
-                  if tid in self.copies(volume)]
+        lost = self.peer_holding(volume)
         if while_attached:
             self.peers[lost].kill()
             writer.once(1)
@@ -799,8 +804,7 @@ class ReplaceTest(WrittenTestCase):
         leaving the new one for a rebuild once the guest runs there.
         """
         volume, props, info, writer = self.written()
-        [lost] = [name for name, (tid, _size) in PEERS.items()
-                  if tid in self.copies(volume)]
+        lost = self.peer_holding(volume)
         self.peers[lost].kill()
         writer.once(1)  # the mirror fails the copy out, and writes B on
         volume.update({'status': 'in-use'})
@@ -844,8 +848,7 @@ class ReplaceTest(WrittenTestCase):
         the next where the volume is attached nowhere else makes it anew.
         """
         volume, props, info, writer = self.written()
-        [lost] = [name for name, (tid, _size) in PEERS.items()
-                  if tid in self.copies(volume)]
+        lost = self.peer_holding(volume)
         [other] = set(PEERS) - {lost}
         writer.dd.unexport(volume.id)
         self.peers[lost].kill()
@@ -1019,8 +1022,7 @@ class WatchTest(ComputeTestCase):
     def test_a_returning_copy_is_rebuilt_and_the_watcher_tells(self):
         volume = self.created(vtype=self.replicated(2))
         props, info = self.attach(volume)
-        [peer] = [name for name, (tid, _size) in PEERS.items()
-                  if tid in self.copies(volume)]
+        peer = self.peer_holding(volume)
         volume.update({'status': 'in-use'})
         volume.save()
         writer = Writer(self, volume.id)
