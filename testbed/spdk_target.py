@@ -252,3 +252,14 @@ def wait_nvme_enabled(client, name, timeout=30):
             raise TimeoutError('NVMe controller %s still %s after %ss'
                                % (name, states, timeout))
         time.sleep(0.2)
+
+
+def bdev_names(client):
+    """The name of every bdev on ``client``'s target.
+
+    Asked with ``bdev_get_iostat``, which reports names and counters
+    only: on SPDK v26.05 a ``bdev_get_bdevs`` of every bdev can crash a
+    target that is detaching an NVMe controller (it follows a namespace
+    pointer the detach has freed, to report memory domains).
+    """
+    return [bdev['name'] for bdev in client.call('bdev_get_iostat')['bdevs']]

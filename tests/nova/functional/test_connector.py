@@ -25,6 +25,7 @@ from os_brick_connector import privileged
 from spdk_vhost_core import exception as spdk_exc
 from spdk_vhost_core import reconnect
 from testbed import net
+from testbed import spdk_target
 from tests import base
 from tests.nova import fake_sysfs
 from tests.nova.functional import targets
@@ -461,8 +462,7 @@ class TestMultiattach(ConnectorTestCase):
         self.connector.disconnect_volume(
             dict(props, attached_to='guest-%d' % (last + 1)), infos[last])
         self.assertEqual([], self.controller_names())
-        self.assertNotIn(shared, [b['name']
-                                  for b in self.client.bdev_get_bdevs()])
+        self.assertNotIn(shared, spdk_target.bdev_names(self.client))
 
     def test_local_detach_in_either_order(self):
         for order in ((0, 1), (1, 0)):

@@ -10,6 +10,7 @@ leaves the other reading and writing.
 import hashlib
 
 from testbed.guest import qemu
+from testbed import spdk_target
 from tests.nova.functional import test_volume_serial as serial_tests
 
 VOLUME_A = serial_tests.VOLUME_A
@@ -59,8 +60,7 @@ class SharedVolumeCase(serial_tests.SerialCase):
         guests[1].stop()
         self.connector.disconnect_volume(attached[1], infos[1])
         self.assertEqual([], self.client.vhost_get_controllers())
-        self.assertNotIn(shared_bdev,
-                         [b['name'] for b in self.client.bdev_get_bdevs()])
+        self.assertNotIn(shared_bdev, spdk_target.bdev_names(self.client))
 
 
 class TestLocalMultiattach(SharedVolumeCase):

@@ -26,6 +26,7 @@ from os_brick_connector import replicas
 from spdk_vhost_core import replicas as wire
 from spdk_vhost_core import saved_config
 from testbed.guest import qemu
+from testbed import spdk_target
 from tests.nova.functional import targets
 from tests.nova.functional import test_connector as base_tests
 from tests.nova.functional import test_faults
@@ -82,8 +83,8 @@ class ReplicaTestCase(test_faults.TcpCase):
             'bdev_raid_get_bdevs', {'category': 'all'})]
 
     def bdev_names(self):
-        return [bdev['name'] for bdev in self.client.bdev_get_bdevs()
-                if not bdev['name'].startswith(LVS_PREFIX)]
+        return [name for name in spdk_target.bdev_names(self.client)
+                if not name.startswith(LVS_PREFIX)]
 
     def read_sha(self, guest, offset, length):
         return guest.execute(qemu.read_back('vda', offset, length))[
@@ -102,11 +103,6 @@ class ReplicaTestCase(test_faults.TcpCase):
         self.assertEqual([], self.controller_names())
         self.assertEqual([], self.raid_names())
         self.assertEqual([], self.nvme_names())
-        # SPDK v26.05 may free a detached controller's namespaces before
-        # their bdev is unregistered, and a bdev_get_bdevs of every bdev
-        # in between crashes the target (seen once, SIGSEGV in
-        # bdev_nvme_get_memory_domain_types): let the unregister end.
-        time.sleep(1)
         self.assertEqual([], self.bdev_names())
 
 
