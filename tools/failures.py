@@ -7,6 +7,7 @@ and why, without the service logs the deployment tests attach.
 Usage: python tools/failures.py < stream.subunit
 """
 
+import re
 import sys
 
 import subunit
@@ -14,6 +15,9 @@ import testtools
 
 #: Lines kept of each error message.
 KEPT = 6
+#: A traceback frame in this project's tests (not an installed package's).
+TEST_FRAME = re.compile(r'^  File "(?!.*site-packages)(?:.*/)?(tests/[^"]+)"'
+                        r', line (\d+), in (\S+)')
 
 
 def failures(stream):
@@ -51,9 +55,25 @@ def message(text):
     return [line for line in lines[start:] if line.strip()][:KEPT]
 
 
+def where(text):
+    """The deepest frame of the traceback in this project's tests.
+
+    ``path:line in function``, or None. The error says what SPDK or a
+    service answered; this says which of the test's calls got it.
+    """
+    found = None
+    for line in text.splitlines():
+        match = TEST_FRAME.match(line)
+        if match:
+            found = '%s:%s in %s' % match.groups()
+    return found
+
+
 def main():
     for test_id, text in failures(sys.stdin.buffer):
         print('FAILED %s' % test_id)
+        if where(text):
+            print('    at %s' % where(text))
         for line in message(text):
             print('    %s' % line[:300])
     return 0
