@@ -31,7 +31,6 @@ from cinder import objects
 from oslo_log import log
 
 from cinder_spdk_vhost import locks
-from cinder_spdk_vhost import replication
 from spdk_vhost_core import exception as rpc_exc
 
 LOG = log.getLogger(__name__)
@@ -73,7 +72,7 @@ class Health(object):
         ``silent``: the peers that did not answer in this survey, which
         are not asked again.
         """
-        held = self._holders(volume, silent)
+        held = self.replicas.holders(volume, silent)
         if len(held) + 1 < wanted:
             away = [str(peer) for peer in self.replicas.peers
                     if peer in silent]
@@ -92,24 +91,6 @@ class Health(object):
         where.update((copy.uuid, str(peer)) for peer, copy in held)
         return ('its copies on %s lack writes until its compute host '
                 'rebuilds them' % ', '.join(where[uuid] for uuid in stale))
-
-    def _holders(self, volume, silent):
-        """(peer, lvol) of each copy found on a peer that answers."""
-        name = replication.replica_name(volume.id)
-        found = []
-        for peer in self.replicas.peers:
-            if peer in silent:
-                continue
-            try:
-                lvol = peer.find(name)
-            except rpc_exc.SpdkRpcError as err:
-                LOG.warning('Replica target %(peer)s: %(err)s',
-                            {'peer': peer, 'err': err})
-                silent.add(peer)
-                continue
-            if lvol is not None:
-                found.append((peer, lvol))
-        return found
 
     @staticmethod
     def _record(ctxt, volume, problem):

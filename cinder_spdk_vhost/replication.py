@@ -215,12 +215,26 @@ class Replicas(pools.Part):
         peer.pools.new_qos(alias, limits)
         return alias
 
-    def holders(self, volume):
-        """(peer, lvol) of each copy; a peer that does not answer raises."""
+    def holders(self, volume, silent=None):
+        """(peer, lvol) of each copy; a peer that does not answer raises.
+
+        ``silent``: a set of peers not to ask, to which one that does not
+        answer is added (with a warning) instead: a survey goes on.
+        """
         name = replica_name(volume.id)
         found = []
         for peer in self.peers:
-            lvol = peer.find(name)
+            if silent is not None and peer in silent:
+                continue
+            try:
+                lvol = peer.find(name)
+            except rpc_exc.SpdkRpcError as err:
+                if silent is None:
+                    raise
+                LOG.warning('Replica target %(peer)s: %(err)s',
+                            {'peer': peer, 'err': err})
+                silent.add(peer)
+                continue
             if lvol is not None:
                 found.append((peer, lvol))
         return found
