@@ -103,6 +103,12 @@ class ReplicaTestCase(test_faults.TcpCase):
         self.assertEqual([], self.controller_names())
         self.assertEqual([], self.raid_names())
         self.assertEqual([], self.nvme_names())
+        # An NVMe bdev may outlive its controller's listing by a moment
+        # (its unregister ends after): wait for it, then none may be left.
+        for _attempt in range(50):
+            if not self.bdev_names():
+                break
+            time.sleep(0.2)
         self.assertEqual([], self.bdev_names())
 
 
