@@ -54,6 +54,7 @@ spdk: debs
 		tools/build-spdk.sh $$v >/dev/null || exit 1; done
 
 host: debs
+	$(SUDO) tools/setup-cpu.sh
 	$(SUDO) HUGEPAGES=$(HUGEPAGES) tools/setup-hugepages.sh
 	$(SUDO) tools/start-libvirt.sh
 	$(SUDO) tools/start-services.sh
