@@ -15,6 +15,7 @@ import fixtures
 
 from tests import base
 from tools.bench import cli
+from tools.bench import profiles
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -22,7 +23,7 @@ PNG = b'\x89PNG\r\n\x1a\n'
 
 
 class QuickBenchTest(base.TestCase):
-    """One run (about four minutes), checked from every side."""
+    """One run (about three minutes), checked from every side."""
 
     def test_quick_run_gives_every_figure(self):
         self.useFixture(fixtures.Timeout(900, gentle=True))
@@ -43,6 +44,8 @@ class QuickBenchTest(base.TestCase):
         res = self.results
         self.assertEqual({}, res['errors'])
         self.assertEqual(cli.TCG_LABEL, res['meta']['label'])
+        self.assertEqual(list(profiles.QUICK.jobs),
+                         res['dataplane']['jobs'])
         for path in ('virtio-blk', 'vhost-user-blk'):
             for job in res['dataplane']['jobs']:
                 figures = res['dataplane'][path][job]
@@ -64,9 +67,10 @@ class QuickBenchTest(base.TestCase):
             res['qos_isolation']['victim_p99_capped_over_alone'])
         for consumer in ('front-end', 'back-end'):
             points = res['qos_accuracy'][consumer]
-            self.assertEqual([1000, 10000, 100000],
+            self.assertEqual(list(profiles.QUICK.iops_limits),
                              [p['limit'] for p in points['iops']])
-            self.assertEqual([10], [p['limit'] for p in points['bandwidth']])
+            self.assertEqual(list(profiles.QUICK.bw_limits),
+                             [p['limit'] for p in points['bandwidth']])
             for point in points['iops'] + points['bandwidth']:
                 self.assertGreater(point['achieved'], 0, (consumer, point))
         control = res['control_plane']
