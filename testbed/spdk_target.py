@@ -44,6 +44,8 @@ VHOST_APPS = ('spdk_tgt', 'vhost')
 #: spinning core to the rest of the suite; 19 starved SPDK itself (a
 #: vhost session not started after seconds, see ``spdk/README.md``).
 POLLING_NICE = 5
+#: Where a target run in a ``hosts.Host`` has its directory, in the host.
+HOST_WORKDIR = '/var/lib/spdk'
 
 
 class TargetError(RuntimeError):
@@ -67,12 +69,17 @@ class SpdkTarget(fixtures.Fixture):
     ``bdev_examine`` (:meth:`aio_lvstore` names its base), so its raid
     module never claims an lvol that carries a compute host's RAID
     superblock. A saved config keeps both settings for the next start.
+
+    ``host`` (a ``testbed.hosts.Host``) runs the target inside that host,
+    its directory under the host's own ``/var/lib/spdk``: the command
+    line names the host's paths, the fixture itself uses this machine's
+    (``workdir``, ``socket_path``, ``log_path``; a ``json_config`` too).
     """
 
     def __init__(self, app='spdk_tgt', core_mask='0x1', lcores=None,
                  interrupt_mode=False, json_config=None, mem_mb=MEM_MB,
                  start_timeout=30, name='spdk', socket_group=None,
-                 umask=None, tree=None, auto_examine=True):
+                 umask=None, tree=None, auto_examine=True, host=None):
         super().__init__()
         if app not in spdk_build.APPS:
             raise ValueError('not an SPDK application: %r' % app)
@@ -90,10 +97,12 @@ class SpdkTarget(fixtures.Fixture):
         # A built SPDK tree (spdk_build.tree): default spdk_build's.
         self.tree = tree
         self.auto_examine = auto_examine
+        self.host = host
         self.process = None
 
     def _setUp(self):
-        self.workdir = self.useFixture(fixtures.TempDir()).path
+        rootdir = self.host.path(HOST_WORKDIR) if self.host else None
+        self.workdir = self.useFixture(fixtures.TempDir(rootdir)).path
         self.socket_path = os.path.join(self.workdir, 'spdk.sock')
         self.vhost_dir = os.path.join(self.workdir, 'vhost')
         os.mkdir(self.vhost_dir)
@@ -113,22 +122,26 @@ class SpdkTarget(fixtures.Fixture):
     def command(self):
         cmd = ['nice', '-n', str(POLLING_NICE)] if self.polls else []
         cmd += [spdk_build.app_path(self.app, self.tree), '-r',
-                self.socket_path,
+                self.seen(self.socket_path),
                 '-s', str(self.mem_mb), '--disable-cpumask-locks']
         if self.lcores:
             cmd += ['--lcores', self.lcores]
         else:
             cmd += ['-m', self.core_mask]
         if self.app in VHOST_APPS:
-            cmd += ['-S', self.vhost_dir]
+            cmd += ['-S', self.seen(self.vhost_dir)]
         if self.interrupt_mode:
             cmd.append('--interrupt-mode')
         if self.json_config and os.path.exists(self.json_config):
-            cmd += ['--json', self.json_config]
+            cmd += ['--json', self.seen(self.json_config)]
         elif not self.auto_examine:
             # bdev_set_options is refused once the subsystems started.
             cmd.append('--wait-for-rpc')
         return cmd
+
+    def seen(self, path):
+        """``path`` as the target sees it: in its host, if it has one."""
+        return self.host.inside(path) if self.host else path
 
     def start(self):
         """Start the target on this fixture's paths and wait for its RPCs.
@@ -137,11 +150,13 @@ class SpdkTarget(fixtures.Fixture):
         restarts the target.
         """
         self._forget_socket()
+        cmd = self.command()
         with open(self.log_path, 'ab') as log:
-            log.write(('--- %s\n' % ' '.join(self.command())).encode())
+            log.write(('--- %s\n' % ' '.join(cmd)).encode())
             log.flush()
             self.process = subprocess.Popen(
-                self.command(), stdout=log, stderr=subprocess.STDOUT,
+                self.host.argv(cmd) if self.host else cmd,
+                stdout=log, stderr=subprocess.STDOUT,
                 env=spdk_build.app_env(self.tree), start_new_session=True,
                 umask=-1 if self.umask is None else self.umask)
         self._wait_ready()
@@ -245,7 +260,8 @@ class SpdkTarget(fixtures.Fixture):
         """The aio bdev under lvstore ``lvs_name``; its name."""
         bdev = '%s_base' % lvs_name
         self.rpc('bdev_aio_create', {'name': bdev,
-                                     'filename': self._aio_path(lvs_name),
+                                     'filename': self.seen(
+                                         self._aio_path(lvs_name)),
                                      'block_size': block_size})
         if not self.auto_examine:
             # Only the lvstore's base: its lvols stay unexamined.
