@@ -1,29 +1,59 @@
-"""Named external locks shared by the driver and its image paths.
+"""Named locks shared by the driver and its image paths.
 
 Operations on one volume, snapshot or cached image base serialise on the
-object's lock (oslo.concurrency file locks, so several cinder-volume
-workers on one host agree too).
+object's lock. cinder-volume may run active-active (several services of
+one ``[DEFAULT] cluster``, on different controllers), so a host-local
+file lock would let two members change one lvol at once: the locks are
+``cinder.coordination``'s (tooz). With ``[coordination] backend_url`` on
+etcd every member of the cluster agrees; with the default ``file://``
+backend, the processes of one host do.
+
+cinder-volume starts the coordinator before it sets up the driver. Code
+that builds a driver outside cinder-volume must start
+``coordination.COORDINATOR`` itself: without it every operation fails
+with ``LockCreationFailed`` rather than running unlocked.
 """
 
 import contextlib
 
-from oslo_concurrency import lockutils
+from cinder import coordination
+from oslo_log import log as logging
+from tooz import coordination as tooz_coordination
 
-LOCK_PREFIX = 'cinder-spdk-vhost-'
+LOG = logging.getLogger(__name__)
+#: After the coordinator's own ``cinder-``: ``cinder-spdk-vhost-volume-ID``.
+LOCK_PREFIX = 'spdk-vhost-'
 
 
 @contextlib.contextmanager
 def locked(*names):
-    """Hold the named external locks, in the order given.
+    """Hold the named locks: taken in the order given, released in reverse.
 
     Callers take a volume's lock before a snapshot's or an image base's,
-    so two operations never wait on each other in opposite orders.
+    so two operations never wait on each other in opposite orders. When
+    one acquire fails, the locks already taken are released.
     """
     with contextlib.ExitStack() as stack:
         for name in names:
-            stack.enter_context(lockutils.lock(
-                name, lock_file_prefix=LOCK_PREFIX, external=True))
+            lock = coordination.COORDINATOR.get_lock(LOCK_PREFIX + name)
+            if not lock.acquire(blocking=True):
+                raise tooz_coordination.LockAcquireFailed(
+                    'lock %s not acquired' % name)
+            stack.callback(_release, lock, name)
         yield
+
+
+def _release(lock, name):
+    """Release one lock; a failure is logged, the other locks still go.
+
+    Raising here would hide the operation's own error (Cinder's
+    ``coordination.synchronized`` does the same).
+    """
+    try:
+        if not lock.release():
+            LOG.warning('Lock %s was no longer held when released', name)
+    except Exception:
+        LOG.exception('Failed to release lock %s', name)
 
 
 def vlock(volume_id):

@@ -3,17 +3,50 @@
 For tests and tools (stress, benchmark) that drive the real driver without
 a Cinder service: its options are set in its backend section of the global
 CONF, then do_setup and check_for_setup_error run as at service start.
-Import only in processes that do not import nova.
+The driver's locks are ``cinder.coordination``'s, which cinder-volume
+starts: here :class:`Coordination` does. Import only in processes that do
+not import nova.
 """
 
+from cinder import coordination
 from cinder.volume import configuration
 from cinder.volume import driver as cinder_driver
+import fixtures
 from oslo_config import cfg
 from oslo_utils import excutils
 
 from cinder_spdk_vhost import driver as spdk_driver
 
 BACKEND = 'spdk'
+
+
+class Coordination(fixtures.Fixture):
+    """``coordination.COORDINATOR`` started as cinder-volume starts it.
+
+    On ``backend_url`` when given (a test's etcd), else on a ``file://``
+    backend in ``directory`` (one that several processes share, as the
+    workers of one host) or in a temp dir of its own. Stopped at cleanUp.
+    There is one coordinator per process, so a coordinator left started
+    is stopped first: the driver's locks must be on this backend.
+    """
+
+    def __init__(self, backend_url=None, directory=None):
+        super().__init__()
+        self.backend_url = backend_url
+        self.directory = directory
+
+    def _setUp(self):
+        url = self.backend_url
+        if url is None:
+            url = 'file://' + (self.directory or
+                               self.useFixture(fixtures.TempDir()).path)
+        coordination.COORDINATOR.stop()
+        cfg.CONF.set_override('backend_url', url, group='coordination')
+        self.addCleanup(cfg.CONF.clear_override, 'backend_url',
+                        group='coordination')
+        coordination.COORDINATOR.start()
+        self.addCleanup(coordination.COORDINATOR.stop)
+        self.url = url
 
 
 def make_driver(host, **options):

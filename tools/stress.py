@@ -22,6 +22,7 @@ NVMe-oF initiator refuses interrupt mode.
 import argparse
 import collections
 import multiprocessing
+import os
 import queue as queue_mod
 import sys
 import tempfile
@@ -48,6 +49,10 @@ def _driver(socket_path, lock_dir, port):
 
     objects.register_all()
     lockutils.set_defaults(lock_dir)
+    # The driver's locks, on a file backend all the processes share; the
+    # process's for as long as it lives, as in cinder-volume.
+    standalone.Coordination(
+        directory=os.path.join(lock_dir, 'coordination')).setUp()
     return standalone.make_driver(
         'stress@spdk', spdk_rpc_socket=socket_path, spdk_lvstores=[LVS],
         spdk_target_id=STORAGE_ID, spdk_nvmf_port=port)

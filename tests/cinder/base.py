@@ -30,13 +30,19 @@ LVS = 'lvs0'
 
 
 class CinderTestCase(base.TestCase):
-    """A Cinder DB and admin context per test."""
+    """A Cinder DB and admin context per test.
+
+    And ``cinder.coordination`` started on a file backend of the test's
+    own, as cinder-volume starts it: the driver's locks are the
+    coordinator's.
+    """
 
     def setUp(self):
         super().setUp()
         CONF.set_default('connection', 'sqlite://', 'database')
         self.addCleanup(CONF.reset)
         self.useFixture(cinder_test.Database())
+        self.useFixture(standalone.Coordination())
         self.ctxt = context.get_admin_context()
 
     def make_type(self, qos=None, consumer='back-end', name=None,

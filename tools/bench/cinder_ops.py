@@ -170,8 +170,10 @@ def main(argv=None):
     objects.register_all()
     with tempfile.TemporaryDirectory(prefix='bench-cinder-') as tmp:
         lockutils.set_defaults(tmp)
-        with rpc_counter.RpcCounter(args.socket,
-                                    os.path.join(tmp, 'rpc.sock')) as counter:
+        # The driver's locks: cinder-volume would have started them.
+        coordinator = standalone.Coordination()
+        with coordinator, rpc_counter.RpcCounter(
+                args.socket, os.path.join(tmp, 'rpc.sock')) as counter:
             drv = make_driver(counter.path, args.lvstore,
                               os.path.join(tmp, 'spdk-config.json'))
             try:
