@@ -38,7 +38,6 @@ from cinder_spdk_vhost import target_rpcs
 from cinder_spdk_vhost import validation
 from spdk_vhost_core import exception as rpc_exc
 from spdk_vhost_core import options as rpc_options
-from spdk_vhost_core import saved_config
 from spdk_vhost_core import spdk_rpc
 from spdk_vhost_core import validation as brick_validation
 
@@ -73,6 +72,7 @@ class SpdkVhostDriver(driver.VolumeDriver):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.configuration.append_config_values(rpc_options.rpc_opts)
+        self.configuration.append_config_values(rpc_options.agent_opts)
         self.configuration.append_config_values(options.driver_opts)
         self.client = None
         self.exporter = None
@@ -80,7 +80,8 @@ class SpdkVhostDriver(driver.VolumeDriver):
 
     @staticmethod
     def get_driver_options():
-        return rpc_options.rpc_opts + options.driver_opts
+        return (rpc_options.rpc_opts + rpc_options.agent_opts +
+                options.driver_opts)
 
     # -- setup -----------------------------------------------------------
 
@@ -88,14 +89,12 @@ class SpdkVhostDriver(driver.VolumeDriver):
         """Build the RPC client and the parts; nothing is asked yet."""
         conf = self.configuration
         validation.check_config(conf)
-        if conf.spdk_rpc_address is None:
+        if conf.spdk_rpc_address is None and not conf.spdk_agent_url:
             brick_validation.warn_if_world_writable(conf.spdk_rpc_socket)
         self.client = spdk_rpc.SpdkClient.from_conf(conf)
         self.exporter = export.NvmfExport(self.client, conf)
         self.target_id = peers.target_id(conf)
-        self.pools = pools.Pools(
-            self.client, conf, self.exporter,
-            saved_config.ConfigSaver.from_conf(self.client, conf))
+        self.pools = pools.Pools(self.client, conf, self.exporter)
         self.manager = manageable.Manager(self.pools)
         self.replicas = replication.Replicas(
             self.pools, peers.from_conf(conf, self.target_id),

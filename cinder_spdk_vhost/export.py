@@ -12,6 +12,8 @@ SPDK does not stop an lvol in use from being deleted, so
 :meth:`NvmfExport.users` lets the driver refuse that itself.
 Each admitted host's NVMe-oF reconnect settings, from its connector
 properties, are recorded for ``spdk-vhost-upgrade`` (:mod:`host_settings`).
+Key files and that record are written on the target's host by its
+``node`` (:mod:`spdk_vhost_core.node_state`), here or through its agent.
 """
 
 import contextlib
@@ -24,6 +26,7 @@ from oslo_log import log
 from cinder_spdk_vhost import target_rpcs
 from spdk_vhost_core import exception as rpc_exc
 from spdk_vhost_core import host_settings
+from spdk_vhost_core import node_state
 from spdk_vhost_core import nvme_auth
 from spdk_vhost_core import properties
 from spdk_vhost_core import reconnect
@@ -56,9 +59,10 @@ def _adrfam(address):
 class NvmfExport(object):
     """The per-volume NVMe-oF subsystems of one backend."""
 
-    def __init__(self, client, conf):
+    def __init__(self, client, conf, node=None):
         self.client = client
         self._conf = conf
+        self.node = node or node_state.from_conf(client, conf)
         # spdk_nvmf_transport = none: local attachments only, and a target
         # that may lack the nvmf_* RPCs (an SPDK vhost application).
         self.enabled = target_rpcs.exports(conf)
@@ -71,7 +75,6 @@ class NvmfExport(object):
         self.prefix = conf.spdk_nvmf_nqn_prefix
         self.adrfam = _adrfam(self.address)
         self.auth = conf.spdk_nvmf_auth
-        self.key_dir = conf.spdk_nvmf_key_dir
 
     def nqn(self, volume_name):
         return '%s:%s' % (self.prefix, volume_name)
@@ -202,11 +205,6 @@ class NvmfExport(object):
             data.update(self._add_host(nqn, host_nqn, rollback))
         return data
 
-    @property
-    def _saved(self):
-        """The saved config the host settings are kept beside."""
-        return self._conf.spdk_saved_config
-
     def _record(self, nqn, host_nqn, settings, rollback):
         """Record the host's reconnect ``settings`` (None: unknown).
 
@@ -221,9 +219,8 @@ class NvmfExport(object):
     def _put(self, nqn, host_nqn, settings):
         """Record ``settings``; what was recorded before (None: nothing)."""
         try:
-            return host_settings.record(self._saved, host_nqn, nqn,
-                                        settings)
-        except OSError as err:
+            return self.node.record_host(host_nqn, nqn, settings)
+        except (OSError, rpc_exc.SpdkRpcError) as err:
             LOG.warning('Cannot record the NVMe-oF reconnect settings of '
                         '%(host)s: %(err)s', {'host': host_nqn, 'err': err})
             return None
@@ -246,10 +243,8 @@ class NvmfExport(object):
         for field, name in names.items():
             keys[field] = nvme_auth.generate_secret()
             with rollback.change('remove key %s' % name,
-                                 nvme_auth.unregister, self.client,
-                                 self.key_dir, name):
-                nvme_auth.register(self.client, self.key_dir, name,
-                                   keys[field])
+                                 self.node.remove_key, name):
+                self.node.add_key(name, keys[field])
         with rollback.change('remove host %s' % host_nqn,
                              self.client.nvmf_subsystem_remove_host, nqn,
                              host_nqn):
@@ -271,10 +266,10 @@ class NvmfExport(object):
                 self.client.nvmf_subsystem_remove_host(nqn, host)
             if self.auth == 'dhchap':
                 for name in _key_names(nqn, host):
-                    nvme_auth.unregister(self.client, self.key_dir, name)
+                    self.node.remove_key(name)
         try:
-            host_settings.forget(self._saved, nqn, leaving)
-        except OSError as err:
+            self.node.forget_hosts(nqn, leaving)
+        except (OSError, rpc_exc.SpdkRpcError) as err:
             LOG.warning('Cannot forget the NVMe-oF reconnect settings of '
                         '%(hosts)s: %(err)s',
                         {'hosts': ', '.join(leaving), 'err': err})

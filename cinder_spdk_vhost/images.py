@@ -77,7 +77,17 @@ def delete_aio(client, name):
 
 
 def _open_file(client, path, name, block_size, cleanup):
-    """Open ``path`` as aio bdev ``name`` until ``cleanup`` runs."""
+    """Open ``path`` as aio bdev ``name`` until ``cleanup`` runs.
+
+    The target opens the path on its own host: a target behind its
+    node's agent could not reach a file staged here, and the agent opens
+    no path it is given.
+    """
+    if client.through_agent:
+        raise exception.VolumeBackendAPIException(
+            data='copying an lvol to a staged file needs the SPDK target on '
+                 'this host; %s is reached through its spdk-vhost-agent, '
+                 'which does not open files for it' % client.target)
     # One left by an interrupted attempt would make the name taken.
     delete_aio(client, name)
     client.bdev_aio_create(path, name, block_size=block_size)

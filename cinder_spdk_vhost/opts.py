@@ -13,4 +13,5 @@ GROUP = 'spdk_vhost_backend'
 def list_opts():
     """Return the driver's options (and the RPC ones it registers)."""
     return [(GROUP, copy.deepcopy(rpc_options.rpc_opts) +
+             copy.deepcopy(rpc_options.agent_opts) +
              copy.deepcopy(options.driver_opts))]

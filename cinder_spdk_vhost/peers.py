@@ -1,10 +1,12 @@
 """The other storage targets a backend keeps volume replicas on.
 
 Each is described by a cinder.conf section of a backend's shape (the
-``spdk_rpc_*``, ``spdk_target_id``, ``spdk_lvstores``, ``spdk_nvmf_*``
-and ``spdk_saved_config`` options), named in the backend's
-``spdk_replica_targets``; the section is not an enabled backend. Each
-target is a failure domain: list only targets on other hosts.
+``spdk_agent_*`` or ``spdk_rpc_*``, ``spdk_target_id``, ``spdk_lvstores``,
+``spdk_nvmf_*`` and ``spdk_saved_config`` options), named in the
+backend's ``spdk_replica_targets``; the section is not an enabled
+backend. Each target is a failure domain: list only targets on other
+hosts, reached through their node's agent (``spdk_agent_url``), which
+keeps each one's saved config and keys on that node.
 """
 
 import socket
@@ -23,7 +25,6 @@ from cinder_spdk_vhost import target_rpcs
 from cinder_spdk_vhost import validation
 from spdk_vhost_core import exception as rpc_exc
 from spdk_vhost_core import options as rpc_options
-from spdk_vhost_core import saved_config
 from spdk_vhost_core import spdk_rpc
 
 LOG = log.getLogger(__name__)
@@ -34,6 +35,7 @@ def section(name):
     conf = configuration.Configuration(cinder_driver.volume_opts,
                                        config_group=name)
     conf.append_config_values(rpc_options.rpc_opts)
+    conf.append_config_values(rpc_options.agent_opts)
     conf.append_config_values(options.driver_opts)
     return conf
 
@@ -51,13 +53,21 @@ def from_conf(conf, own_target_id):
     """The peers of ``spdk_replica_targets``: distinct, not this target."""
     found = [Peer.from_section(name) for name in conf.spdk_replica_targets]
     ids = [own_target_id] + [peer.target_id for peer in found]
+    problem = None
     if len(set(ids)) < len(ids):
+        problem = 'targets sharing an spdk_target_id: %s' % ', '.join(ids)
+    saved = [c.spdk_saved_config for c in [conf] + [p.conf for p in found]
+             if not c.spdk_agent_url and c.spdk_saved_config]
+    if len(set(saved)) < len(saved):
+        problem = ('targets sharing one spdk_saved_config (%s): a section '
+                   'without spdk_agent_url needs a file of its own, on its '
+                   'target\'s host' % ', '.join(saved))
+    if problem:
         for peer in found:
             peer.close()
         raise exception.InvalidConfigurationValue(
             option='spdk_replica_targets',
-            value='%r (targets sharing an spdk_target_id: %s)'
-                  % (conf.spdk_replica_targets, ', '.join(ids)))
+            value='%r (%s)' % (conf.spdk_replica_targets, problem))
     return found
 
 
@@ -70,8 +80,7 @@ class Peer(object):
         self.target_id = target_id(conf)
         self.client = spdk_rpc.SpdkClient.from_conf(conf)
         self.pools = pools.Pools(
-            self.client, conf, export.NvmfExport(self.client, conf),
-            saved_config.ConfigSaver.from_conf(self.client, conf))
+            self.client, conf, export.NvmfExport(self.client, conf))
         self.exporter = self.pools.exporter
         # No vhost controller serves a copy (an attach on a host holding
         # one is refused), so none is looked for, whatever the target

@@ -39,11 +39,12 @@ class Part(object):
 class Pools(object):
     """The lvol stores of one backend (``spdk_lvstores``), one pool each."""
 
-    def __init__(self, client, conf, exporter, saver):
+    def __init__(self, client, conf, exporter):
         self.client = client
         self.conf = conf
         self.exporter = exporter
-        self.saver = saver
+        # Where the saved config is written: the target's host.
+        self.node = exporter.node
         self.image_cache = image_cache.ImageCache(client, conf)
         self.tally = tally.Tally(client).watch()
 
@@ -165,7 +166,7 @@ class Pools(object):
         ``subsystems``: only these changed (see ConfigSaver.save).
         """
         try:
-            self.saver.save(subsystems)
+            self.node.save(subsystems)
         except rpc_exc.ConfigNotSaved as err:
             raise exception.VolumeBackendAPIException(data=str(err)) from err
 

@@ -12,18 +12,21 @@ from cinder import exception
 
 from cinder_spdk_vhost import errors
 from spdk_vhost_core import exception as rpc_exc
+from spdk_vhost_core import node_state
 from spdk_vhost_core import spdk_version
 
-# Lvols, snapshots, clones, QoS and image export: every SPDK application
-# has them.
+# Lvols, snapshots, clones and QoS: every SPDK application has them.
 LVOL = frozenset((
     'rpc_get_methods', 'bdev_get_bdevs', 'bdev_set_qos_limit',
     'bdev_lvol_get_lvstores', 'bdev_lvol_get_lvols', 'bdev_lvol_create',
     'bdev_lvol_delete',
     'bdev_lvol_resize', 'bdev_lvol_snapshot', 'bdev_lvol_clone',
-    'bdev_lvol_rename', 'bdev_aio_create', 'bdev_aio_delete',
-    'bdev_lvol_decouple_parent', 'bdev_lvol_inflate',
-    'bdev_lvol_set_read_only', 'bdev_lvol_start_shallow_copy',
+    'bdev_lvol_rename', 'bdev_lvol_decouple_parent', 'bdev_lvol_inflate',
+    'bdev_lvol_set_read_only'))
+# Image export: a shallow copy into a file staged on the target's host,
+# so only for a target on this host (not one behind its node's agent).
+STAGING = frozenset((
+    'bdev_aio_create', 'bdev_aio_delete', 'bdev_lvol_start_shallow_copy',
     'bdev_lvol_check_shallow_copy'))
 # Exports to other hosts, image import and QoS changes on idle volumes.
 NVMF = frozenset((
@@ -31,19 +34,25 @@ NVMF = frozenset((
     'nvmf_delete_subsystem', 'nvmf_get_subsystems', 'nvmf_subsystem_add_ns',
     'nvmf_subsystem_add_listener', 'nvmf_subsystem_add_host',
     'nvmf_subsystem_remove_host'))
-# spdk_nvmf_auth = dhchap: the keyring holds each attachment's secret.
+# spdk_nvmf_auth = dhchap: the keyring holds each attachment's secret,
+# from a key file written on the target's host: by this service, or by
+# the node's agent (node_state).
 AUTH = frozenset(('keyring_file_add_key', 'keyring_file_remove_key'))
+AGENT_AUTH = frozenset((node_state.KEY_ADD, node_state.KEY_REMOVE))
 # Not required: a target without it (nvmf_tgt) has no vhost controller
 # that could hold a volume.
 VHOST_LIST = 'vhost_get_controllers'
 
 _NEEDS = (
     (LVOL, 'SPDK v26.01 or newer with the lvol module'),
+    (STAGING, 'the aio bdev module and lvol shallow copies'),
     (NVMF, 'an NVMe-oF target (nvmf_* RPCs), which spdk_nvmf_transport = '
            '%(transport)s uses: run nvmf_tgt (storage-only host) or '
            'spdk_tgt (hyperconverged host), not vhost; or set '
            'spdk_nvmf_transport = none to serve local attachments only'),
     (AUTH, 'the keyring module, which spdk_nvmf_auth = dhchap uses'),
+    (AGENT_AUTH, 'an spdk-vhost-agent that writes DH-HMAC-CHAP keys, '
+                 'which spdk_nvmf_auth = dhchap uses'),
 )
 
 
@@ -54,11 +63,13 @@ def exports(conf):
 
 def required(conf):
     """The RPC groups this configuration uses, with why each is needed."""
-    groups = [_NEEDS[0]]
+    lvol, staging, nvmf, auth, agent_auth = _NEEDS
+    agent = bool(conf.spdk_agent_url)
+    groups = [lvol] if agent else [lvol, staging]
     if exports(conf):
-        groups.append(_NEEDS[1])
+        groups.append(nvmf)
         if conf.spdk_nvmf_auth != 'none':
-            groups.append(_NEEDS[2])
+            groups.append(agent_auth if agent else auth)
     return groups
 
 

@@ -14,6 +14,7 @@ import re
 
 from cinder import exception
 
+from spdk_vhost_core import options as rpc_options
 from spdk_vhost_core import saved_config
 from spdk_vhost_core import validation as brick_validation
 
@@ -66,6 +67,9 @@ def check_config(conf):
     if conf.spdk_rpc_address is not None and conf.spdk_rpc_port is None:
         raise _bad_option('spdk_rpc_port', None,
                           'required with spdk_rpc_address')
+    if conf.spdk_agent_url:
+        _check_agent(conf)
+        return
     if conf.spdk_nvmf_auth == 'dhchap' and not conf.spdk_nvmf_key_dir:
         raise _bad_option('spdk_nvmf_key_dir', None,
                           'required with spdk_nvmf_auth=dhchap')
@@ -80,6 +84,26 @@ def check_config(conf):
     if problem:
         raise _bad_option('spdk_saved_config', conf.spdk_saved_config,
                           problem)
+
+
+def _check_agent(conf):
+    """A target behind its node's agent: nothing of it is written here."""
+    if not conf.spdk_agent_password:
+        raise _bad_option('spdk_agent_password', None,
+                          'required with spdk_agent_url')
+    if conf.spdk_rpc_address is not None:
+        raise _bad_option('spdk_rpc_address', conf.spdk_rpc_address,
+                          'the target is reached through spdk_agent_url')
+    for option, unset in (('spdk_saved_config', rpc_options.SAVED_CONFIG),
+                          ('spdk_nvmf_key_dir', None)):
+        value = getattr(conf, option)
+        if value not in (unset, '', None):
+            raise _bad_option(option, value, 'the agent of spdk_agent_url '
+                              'writes it on the target\'s host: set it in '
+                              'the agent\'s configuration, not here')
+    path = conf.spdk_agent_ca_file
+    if path is not None and not os.access(path, os.R_OK):
+        raise _bad_option('spdk_agent_ca_file', path, 'not readable')
 
 
 def check_size(size_gb, what='size'):

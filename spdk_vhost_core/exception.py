@@ -42,6 +42,11 @@ message together, in one table (``_RULES``)::
                +-- TargetUnreachable  cannot connect, after the retries
                +-- ProtocolError      closed mid-reply, malformed reply
 
+A node's agent (:mod:`spdk_vhost_agent`) answers SPDK's errors as they
+came, and its own when the target did not answer (``AGENT_TARGET_*``):
+they map to the same transport errors as a socket's, so a caller cannot
+tell, and need not, whether the target is on this host.
+
 An error that matches no rule stays a plain :class:`SpdkRpcError` (e.g.
 -32603 "Unable to create subsystem ..." which SPDK gives both for a
 duplicate and for a malformed NQN, or -5 EIO from a refused NVMe-oF
@@ -56,6 +61,11 @@ from oslo_utils import strutils
 JSONRPC_INVALID_PARAMS = -32602
 JSONRPC_INTERNAL_ERROR = -32603
 JSONRPC_METHOD_NOT_FOUND = -32601
+# Server-defined codes of spdk-vhost-agent: the node's agent answered,
+# but had no answer from the node's target (down, or restarting).
+AGENT_TARGET_UNREACHABLE = -32000
+AGENT_TARGET_TIMEOUT = -32001
+AGENT_TARGET_PROTOCOL = -32002
 
 # SPDK params holding key material or key names; oslo's list does not know
 # them, and they must not reach a log line either.
@@ -212,6 +222,9 @@ _RULES = (
     (_GENERIC, 'invalid argument', InvalidParams),
     (_GENERIC, 'invalid parameters', InvalidParams),
     ((JSONRPC_METHOD_NOT_FOUND,), None, MethodNotFound),
+    ((AGENT_TARGET_UNREACHABLE,), None, TargetUnreachable),
+    ((AGENT_TARGET_TIMEOUT,), None, Timeout),
+    ((AGENT_TARGET_PROTOCOL,), None, ProtocolError),
     # ENOKEY: keyring_file_remove_key of a name the keyring lacks.
     ((-errno.ENODEV, -errno.ENOENT, -errno.ENOKEY), None, NotFound),
     ((-errno.EEXIST,), None, AlreadyExists),

@@ -2,10 +2,12 @@
 
 Registered by each consumer in its own group: Cinder in the backend's
 section, Nova and os-brick in ``[spdk_vhost]``; see
-:meth:`spdk_vhost_core.spdk_rpc.SpdkClient.from_conf`. The ``spdk``
-PyPI client has no authentication, so there are no credential options:
-protect the socket with file permissions, or a TCP listener with the
-network.
+:meth:`spdk_vhost_core.spdk_rpc.SpdkClient.from_conf`. SPDK's own RPC
+server has no authentication: a target on this host is reached on its
+Unix socket (protect it with file permissions), a target on another
+host through that host's ``spdk-vhost-agent`` over HTTPS with
+credentials (:data:`agent_opts`, Cinder only: a compute host drives its
+own target).
 """
 
 from oslo_config import cfg
@@ -61,3 +63,30 @@ rpc_opts = [
 def register_opts(conf, group):
     """Register the RPC options in ``group`` (idempotent, like oslo's)."""
     conf.register_opts(rpc_opts, group=group)
+
+
+agent_opts = [
+    cfg.URIOpt('spdk_agent_url',
+               schemes=['https'],
+               help='https://HOST:PORT of the spdk-vhost-agent of the '
+                    'storage node whose SPDK target this section drives, '
+                    'when that target is on another host. When set, every '
+                    'RPC goes to the agent (spdk_rpc_socket and '
+                    'spdk_rpc_address are not used), and the agent writes '
+                    'what must be on the node itself: the saved config, '
+                    'the DH-HMAC-CHAP key files and the record of '
+                    'connected hosts (spdk_saved_config and '
+                    'spdk_nvmf_key_dir are then the agent\'s options, and '
+                    'must be left unset here).'),
+    cfg.StrOpt('spdk_agent_user',
+               default='cinder',
+               help='User name this service gives the agent.'),
+    cfg.StrOpt('spdk_agent_password',
+               secret=True,
+               help='Password this service gives the agent; required '
+                    'with spdk_agent_url.'),
+    cfg.StrOpt('spdk_agent_ca_file',
+               help='CA certificate (PEM) the agent\'s certificate must '
+                    'be signed by; the system\'s CAs when unset. The '
+                    'certificate must name the host of spdk_agent_url.'),
+]

@@ -11,13 +11,11 @@ split between chunks corrupts the reply) and adds a log handler per
 construction; living with those meant overriding its private parts.
 Here every socket operation ends by one wall-clock deadline per call,
 reply bytes are decoded incrementally, and this module logs, with
-secrets masked.
+secrets masked. A target on another host is reached through its node's
+agent instead of a socket (:mod:`rpc_transport`): the same calls, the
+same errors.
 """
 
-import codecs
-import itertools
-import json
-import select
 import socket
 import threading
 import time
@@ -25,96 +23,17 @@ import time
 from oslo_log import log
 
 from spdk_vhost_core import exception as exc
+from spdk_vhost_core import rpc_transport
 from spdk_vhost_core import spdk_rpc_bdev
 from spdk_vhost_core import spdk_rpc_export
 
 LOG = log.getLogger(__name__)
 
 DEFAULT_SOCKET = '/var/tmp/spdk.sock'
-_CHUNK = 65536
-
-
-class _MalformedReply(Exception):
-    """The bytes cannot start a JSON-RPC reply."""
-
-
-class _Closed(Exception):
-    """The target closed the connection before a complete reply."""
 
 
 class _Unread(Exception):
     """The target reset the connection without reading the request."""
-
-
-class _Connection(object):
-    """One socket to the target; one request and its reply at a time."""
-
-    def __init__(self, sock):
-        self.sock = sock
-        self._ids = itertools.count(1)
-        self._deadline = 0.0
-        self.replied = False  # a reply byte arrived for this request
-
-    def expired(self):
-        return time.monotonic() >= self._deadline
-
-    def _arm(self):
-        left = self._deadline - time.monotonic()
-        if left <= 0:
-            raise socket.timeout('SPDK RPC deadline passed')
-        self.sock.settimeout(left)
-
-    def send(self, method, params, timeout):
-        """Send one request; its reply must come within ``timeout``."""
-        self._deadline = time.monotonic() + timeout
-        self.replied = False
-        req_id = next(self._ids)
-        request = {'jsonrpc': '2.0', 'method': method, 'id': req_id}
-        if params:
-            # As SPDK's own client: SPDK refuses "params" on methods
-            # that take none, even an empty object.
-            request['params'] = params
-        self._arm()
-        self.sock.sendall(json.dumps(request).encode('utf-8'))
-        return req_id
-
-    def recv(self):
-        """The next reply: the first complete JSON value on the stream."""
-        decoder = codecs.getincrementaldecoder('utf-8')('replace')
-        text = ''
-        while True:
-            self._arm()
-            data = self.sock.recv(_CHUNK)
-            if not data:
-                raise _Closed()
-            text += decoder.decode(data)
-            text = text.lstrip()
-            if not text:
-                continue
-            self.replied = True
-            if not text.startswith('{'):
-                raise _MalformedReply(text[:80])
-            try:
-                reply, _end = json.JSONDecoder().raw_decode(text)
-            except ValueError:
-                continue  # not complete yet
-            return reply
-
-    def readable(self):
-        """Bytes (or EOF) waiting on an idle connection: it is unusable."""
-        try:
-            readable, _w, _x = select.select([self.sock], [], [], 0)
-        except (OSError, ValueError):
-            return True
-        return bool(readable)
-
-    def close(self):
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError as err:
-            LOG.debug('Shutting down the SPDK RPC socket: %s', err)
-        finally:
-            self.sock.close()
 
 
 class SpdkClient(spdk_rpc_bdev.FrameworkMethods,
@@ -138,7 +57,8 @@ class SpdkClient(spdk_rpc_bdev.FrameworkMethods,
     """
 
     def __init__(self, socket_path=DEFAULT_SOCKET, address=None, port=None,
-                 timeout=60.0, connect_retries=5, retry_interval=1.0):
+                 timeout=60.0, connect_retries=5, retry_interval=1.0,
+                 agent=None):
         if address is not None and port is None:
             raise ValueError('an SPDK RPC address needs a port')
         if timeout <= 0:
@@ -146,6 +66,9 @@ class SpdkClient(spdk_rpc_bdev.FrameworkMethods,
         self._socket_path = socket_path
         self._address = address
         self._port = port
+        # A target on another host: its node's agent
+        # (rpc_transport.Agent), instead of the target's own socket.
+        self._agent = agent
         self._timeout = timeout
         self._retries = max(0, int(connect_retries))
         self._retry_interval = retry_interval
@@ -160,16 +83,31 @@ class SpdkClient(spdk_rpc_bdev.FrameworkMethods,
         ``conf`` is e.g. ``CONF.spdk_vhost`` (Nova, os-brick) or a Cinder
         backend's ``configuration`` object.
         """
+        agent = None
+        # Only Cinder registers the agent options: a compute host drives
+        # its own target.
+        if getattr(conf, 'spdk_agent_url', None):
+            agent = rpc_transport.Agent(
+                conf.spdk_agent_url, conf.spdk_agent_user,
+                conf.spdk_agent_password, conf.spdk_agent_ca_file)
         return cls(socket_path=conf.spdk_rpc_socket,
                    address=conf.spdk_rpc_address,
                    port=conf.spdk_rpc_port,
                    timeout=conf.spdk_rpc_timeout,
                    connect_retries=conf.spdk_rpc_connect_retries,
-                   retry_interval=conf.spdk_rpc_retry_interval)
+                   retry_interval=conf.spdk_rpc_retry_interval,
+                   agent=agent)
+
+    @property
+    def through_agent(self):
+        """Whether the target is on another host, behind its agent."""
+        return self._agent is not None
 
     @property
     def target(self):
         """Where the target is, for messages."""
+        if self._agent is not None:
+            return self._agent.url
         if self._address is not None:
             return 'tcp:%s:%s' % (self._address, self._port)
         return 'unix:%s' % self._socket_path
@@ -271,12 +209,12 @@ class SpdkClient(spdk_rpc_bdev.FrameworkMethods,
             raise exc.Timeout(
                 method, params, message='no reply from %s within %ss'
                 % (self.target, self._timeout)) from err
-        except _Closed as err:
+        except rpc_transport.Closed as err:
             self._drop()
             raise exc.ProtocolError(
                 method, params, message='%s closed the connection before '
                 'a complete reply' % self.target) from err
-        except _MalformedReply as err:
+        except rpc_transport.MalformedReply as err:
             self._drop()
             raise exc.ProtocolError(method, params, message='reply from %s '
                                     'is not JSON-RPC: %s' % (self.target, err)
@@ -317,7 +255,7 @@ class SpdkClient(spdk_rpc_bdev.FrameworkMethods,
         attempts = self._retries + 1
         for attempt in range(1, attempts + 1):
             try:
-                self._conn = _Connection(self._open())
+                self._conn = self._open()
                 return
             except OSError as err:
                 last = err
@@ -332,18 +270,11 @@ class SpdkClient(spdk_rpc_bdev.FrameworkMethods,
             'attempt(s): %s' % (self.target, attempts, last)) from last
 
     def _open(self):
-        """A connected socket to the target (host names are resolved)."""
-        if self._address is not None:
-            return socket.create_connection((self._address, self._port),
-                                            timeout=self._timeout)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.settimeout(self._timeout)
-            sock.connect(self._socket_path)
-        except OSError:
-            sock.close()
-            raise
-        return sock
+        """A connection to the target (host names are resolved)."""
+        if self._agent is not None:
+            return self._agent.connect(self._timeout)
+        return rpc_transport.SocketConnection(rpc_transport.open_socket(
+            self._socket_path, self._address, self._port, self._timeout))
 
     def _drop(self):
         conn, self._conn = self._conn, None

@@ -50,7 +50,13 @@ class SampleConfigTest(base.TestCase):
         tmp = self.useFixture(fixtures.TempDir()).path
         configs = sorted(glob.glob(os.path.join(ROOT, 'tools', 'config',
                                                 '*.conf')))
-        self.assertEqual(3, len(configs))
+        # One generator config per package listing options in setup.cfg.
+        namespaces = {_ini(c)['DEFAULT']['namespace'] for c in configs}
+        listed = _ini(os.path.join(ROOT, 'setup.cfg'))['entry_points'][
+            'oslo.config.opts']
+        self.assertEqual({line.split('=')[0].strip()
+                          for line in listed.splitlines() if line},
+                         namespaces)
         for config in configs:
             committed = os.path.join(
                 ETC, 'spdk-vhost', _ini(config)['DEFAULT']['output_file']
@@ -91,7 +97,8 @@ UNITS = {
     'spdk-nvmf.service': ('nvmf_tgt', True),    # storage
 }
 # Units running this project's commands, not an SPDK application.
-COMMAND_UNITS = {'spdk-vhost-replicas-watch.service': 'spdk-vhost-replicas'}
+COMMAND_UNITS = {'spdk-vhost-replicas-watch.service': 'spdk-vhost-replicas',
+                 'spdk-vhost-agent.service': 'spdk-vhost-agent'}
 # The options each application accepts (its --help, SPDK v26.05) that a
 # unit may use: -S (vhost socket directory) only where vhost is built in.
 COMMON_FLAGS = {'-m': True, '-r': True, '-s': True, '--json': True,
@@ -174,7 +181,7 @@ class SystemdUnitTest(base.TestCase):
 
     def test_watcher_unit_runs_the_watch_command(self):
         from os_brick_connector import replicas_cmd
-        [name] = COMMAND_UNITS
+        name = 'spdk-vhost-replicas-watch.service'
         [cmd] = [v for _s, k, v in _unit_lines(self.unit_path(name))
                  if k == 'ExecStart']
         args = shlex.split(cmd)
@@ -184,6 +191,25 @@ class SystemdUnitTest(base.TestCase):
         self.assertEqual(('watch', ['/etc/nova/nova.conf'], 10.0),
                          (parsed.command, parsed.config_file,
                           parsed.interval))
+
+    def test_agent_unit_runs_the_agent_on_the_sample_config(self):
+        from spdk_vhost_agent import cmd
+        from spdk_vhost_agent import options
+        name = 'spdk-vhost-agent.service'
+        [exec_start] = [v for _s, k, v in _unit_lines(self.unit_path(name))
+                        if k == 'ExecStart']
+        args = shlex.split(exec_start)
+        self.assertEqual(COMMAND_UNITS[name], os.path.basename(args[0]))
+        self.assertIn('%s = ' % COMMAND_UNITS[name], _setup_cfg())
+        self.assertEqual(['--config-file', cmd.DEFAULT_CONFIG], args[1:])
+        sample = _ini(os.path.join(ETC, 'spdk-vhost', 'agent.conf'))
+        known = {opt.name for opt in options.agent_opts}
+        self.assertLessEqual(set(sample['agent']) - set(sample.defaults()),
+                             known)
+        self.assertEqual(self.argument('--json', 'spdk-nvmf.service'),
+                         sample['agent']['saved_config'])
+        self.assertEqual(self.argument('-r', 'spdk-nvmf.service'),
+                         sample['agent']['spdk_rpc_socket'])
 
     def test_each_unit_runs_its_application(self):
         from testbed import spdk_build

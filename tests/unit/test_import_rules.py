@@ -12,7 +12,7 @@ import testtools
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 PRODUCT = ('spdk_vhost_core', 'os_brick_connector', 'cinder_spdk_vhost',
-           'nova_vhost_user', 'tempest_plugin')
+           'nova_vhost_user', 'spdk_vhost_agent', 'tempest_plugin')
 SUPPORT = ('testbed', 'tools', 'tests')
 #: Package -> the project packages it may import.
 ALLOWED = {
@@ -20,6 +20,7 @@ ALLOWED = {
     'os_brick_connector': {'spdk_vhost_core'},
     'cinder_spdk_vhost': {'spdk_vhost_core'},
     'nova_vhost_user': {'spdk_vhost_core', 'os_brick_connector'},
+    'spdk_vhost_agent': {'spdk_vhost_core'},
     'tempest_plugin': {'spdk_vhost_core'},
     'testbed': set(PRODUCT),
     'tools': set(PRODUCT) | {'testbed'},

@@ -86,6 +86,7 @@ class FakeSpdk(spdk_rpc_bdev.FrameworkMethods,
     """In-memory SPDK target; see the module docstring."""
 
     target = 'fake:spdk'
+    through_agent = False  # a target on this host
 
     def __init__(self, lvstores=('lvs0',), clusters=1024):
         self._ids = itertools.count(1)

@@ -12,7 +12,9 @@ from cinder_spdk_vhost import dd
 from cinder_spdk_vhost import export
 from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import options
+from spdk_vhost_core import options as rpc_options
 from tests import base
+from tests.cinder.unit import fake_spdk
 
 MIB = lvols.MIB
 
@@ -87,7 +89,8 @@ class ScratchNameTest(base.TestCase):
     def test_only_scratch_exports_of_this_prefix(self):
         conf = cfg.ConfigOpts()
         conf.register_opts(options.driver_opts)
-        exporter = export.NvmfExport(None, conf)
+        conf.register_opts(rpc_options.rpc_opts)
+        exporter = export.NvmfExport(fake_spdk.FakeSpdk(), conf)
         self.assertEqual('tmp-dd-x', dd.scratch_name(
             exporter, 'nqn.2016-06.io.spdk:cinder:tmp-dd-x'))
         self.assertIsNone(dd.scratch_name(

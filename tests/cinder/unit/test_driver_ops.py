@@ -452,7 +452,7 @@ class RekeyTest(base.CinderTestCase):
                          spdk_nvmf_address='192.0.2.1', spdk_nvmf_port=4420,
                          spdk_nvmf_nqn_prefix='nqn.2016-06.io.spdk:cinder',
                          spdk_nvmf_auth='dhchap', spdk_nvmf_key_dir='/keys')
-        client = mock.Mock()
+        client = mock.Mock(through_agent=False)
         client.nvmf_get_subsystems.return_value = [{
             'nqn': 'n', 'hosts': [{'nqn': host} for host in hosts],
             'namespaces': [{'nsid': 1}]}]

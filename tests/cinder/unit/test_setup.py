@@ -51,18 +51,22 @@ class SetupTest(base.CinderTestCase):
 
 
 class Conf(object):
-    def __init__(self, transport='tcp', auth='none'):
+    def __init__(self, transport='tcp', auth='none', agent_url=None):
         self.spdk_nvmf_transport = transport
         self.spdk_nvmf_auth = auth
+        self.spdk_agent_url = agent_url
 
 
 class RequiredRpcsTest(base.CinderTestCase):
     """Each SPDK application serves the configurations it can."""
 
     # What rpc_get_methods lists, in part, per application (v26.05).
-    NVMF_TGT = target_rpcs.LVOL | target_rpcs.NVMF | target_rpcs.AUTH
-    VHOST = target_rpcs.LVOL | target_rpcs.AUTH | {'vhost_get_controllers'}
+    LVOL = target_rpcs.LVOL | target_rpcs.STAGING
+    NVMF_TGT = LVOL | target_rpcs.NVMF | target_rpcs.AUTH
+    VHOST = LVOL | target_rpcs.AUTH | {'vhost_get_controllers'}
     SPDK_TGT = NVMF_TGT | VHOST
+    # What an nvmf_tgt's agent lists: no files, its own key methods.
+    AGENT = target_rpcs.LVOL | target_rpcs.NVMF | target_rpcs.AGENT_AUTH
 
     def test_storage_host_on_nvmf_tgt(self):
         self.assertIsNone(target_rpcs.missing(Conf(), self.NVMF_TGT))
@@ -79,6 +83,14 @@ class RequiredRpcsTest(base.CinderTestCase):
     def test_spdk_tgt_serves_everything(self):
         for conf in (Conf(), Conf('none'), Conf('rdma', 'dhchap')):
             self.assertIsNone(target_rpcs.missing(conf, self.SPDK_TGT))
+
+    def test_storage_node_behind_its_agent(self):
+        for auth in ('none', 'dhchap'):
+            self.assertIsNone(target_rpcs.missing(
+                Conf(auth=auth, agent_url='https://node:5261'), self.AGENT))
+        # Without the agent, the same target would need to open files.
+        reason = target_rpcs.missing(Conf(), self.AGENT)
+        self.assertIn('bdev_aio_create', reason)
 
     def test_no_lvol_module(self):
         reason = target_rpcs.missing(Conf('none'), {'rpc_get_methods'})
