@@ -26,7 +26,6 @@ target's host and the same path for cinder-volume and cinder-backup.
 import os
 
 from cinder import exception
-from oslo_concurrency import processutils
 from oslo_log import log
 
 from cinder_spdk_vhost import errors
@@ -37,6 +36,7 @@ from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import operation
 from cinder_spdk_vhost import pools
 from cinder_spdk_vhost import rollback
+from cinder_spdk_vhost import sparse
 
 LOG = log.getLogger(__name__)
 
@@ -58,15 +58,6 @@ def staged_kind(volume, connector):
     if not is_backup_host(connector):
         return None
     return {BACKING_UP: 'backup', RESTORING: 'restore'}.get(volume.status)
-
-
-def dig_holes(path):
-    """Turn the zero-filled ranges of ``path`` into holes (util-linux)."""
-    try:
-        processutils.execute('fallocate', '--dig-holes', path)
-    except (processutils.ProcessExecutionError, OSError) as err:
-        raise exception.VolumeBackendAPIException(
-            data='could not make %s sparse: %s' % (path, err)) from err
 
 
 def local_connection(path):
@@ -156,7 +147,7 @@ class Backups(pools.Part):
                     data='restored data of volume %s is %d bytes, more than '
                          'its %d' % (volume.id, size, room))
             os.truncate(path, room)
-            dig_holes(path)
+            sparse.dig_holes(path)
             stale = self.replicas.write_disk(volume, old, path, limits, rb,
                                              'restore', 'restored')
         with errors.translated('clean up after restore'):

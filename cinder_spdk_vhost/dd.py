@@ -191,6 +191,24 @@ def write_file(conf, path, params, secrets):
           '--bs', str(BLOCK)], 'write %s' % path)
 
 
+def read_lvol(exporter, conf, lvol_uuid, volume_id, path, size):
+    """Fill raw ``path`` with the lvol's first ``size`` bytes, sparse.
+
+    For a target behind its node's agent, which cannot write a file
+    here: the lvol is exported on a scratch subsystem (gone afterwards)
+    and spdk_dd reads all of it over NVMe/TCP, as a remote reader can
+    only. The blocks it read as zeros are made holes again, so that what
+    is made from the file (:func:`fill`, ``--sparse``) stays thin.
+    """
+    with rollback.Cleanup('read lvol %s' % lvol_uuid) as cleanup:
+        params, secrets = scratch_export(exporter, lvol_uuid, volume_id,
+                                         cleanup)
+        _run(conf, params, secrets,
+             ['--ib', CONTROLLER + 'n1', '--of', path, '--bs', str(BLOCK),
+              '--count', str(size // BLOCK)], 'read lvol %s' % lvol_uuid)
+    sparse.dig_holes(path)
+
+
 def read_head(conf, params, secrets, length):
     """The first ``length`` bytes (whole 4 KiB blocks) of the lvol."""
     with tempfile.TemporaryDirectory(prefix='spdk-dd-') as workdir:

@@ -29,7 +29,7 @@ def _wipe_head(path):
         out.write(bytes(superblock.HEAD_BYTES))
 
 
-def copy_snapshot(client, conf, snap, copies, volume_id):
+def copy_snapshot(exporter, conf, snap, copies, volume_id):
     """Copy read-only lvol ``snap`` into each of ``copies``, superblock off.
 
     ``copies``: [(peer, lvol)], each lvol at least ``snap``'s size.
@@ -38,10 +38,11 @@ def copy_snapshot(client, conf, snap, copies, volume_id):
     with images.staging_file(image_ops.staging_dir(conf),
                              'replica-%s-' % volume_id) as path:
         with rollback.Cleanup('copy %s' % snap.alias) as cleanup:
-            source = images.flat_snapshot(client, snap, volume_id, cleanup)
-            images.export_to_file(client, source, snap, path,
+            source = images.flat_snapshot(exporter.client, snap, volume_id,
+                                          cleanup)
+            images.export_to_file(exporter, conf, source, snap, path,
                                   lvols.temp_name('out', volume_id),
-                                  conf.spdk_image_copy_timeout)
+                                  volume_id)
         _wipe_head(path)
         copy_file(conf, path, copies, volume_id)
 

@@ -485,15 +485,14 @@ class Replicas(pools.Part):
         first, then its data extents move down past the superblock's
         room. Returns the shallow copy's report.
         """
-        timeout = self.conf.spdk_image_copy_timeout
         offset = self.data_offset(obj)
         if not offset:
-            return images.export_to_file(self.client, source, lvol, path,
-                                         aio_name, timeout)
+            return images.export_to_file(self.exporter, self.conf, source,
+                                         lvol, path, aio_name, obj.id)
         with images.staging_file(image_ops.staging_dir(self.conf),
                                  'raw-%s-' % obj.id) as raw:
-            info = images.export_to_file(self.client, source, lvol, raw,
-                                         aio_name, timeout)
+            info = images.export_to_file(self.exporter, self.conf, source,
+                                         lvol, raw, aio_name, obj.id)
             sparse.shifted_copy(raw, path, offset, 0,
                                 lvol.size_bytes - offset)
         return info
@@ -611,7 +610,7 @@ class Replicas(pools.Part):
     def _copy_to_peers(self, volume, snap, made):
         """Copy ``snap`` into each new copy; [(peer, lvol)] of them."""
         copies = [(peer, peer.pools.lvol(alias)) for peer, alias in made]
-        remote_copy.copy_snapshot(self.client, self.conf, snap, copies,
+        remote_copy.copy_snapshot(self.exporter, self.conf, snap, copies,
                                   volume.id)
         return copies
 

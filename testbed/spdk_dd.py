@@ -29,6 +29,9 @@ class NvmfDd(object):
         self.target = target
         self.workdir = workdir
         self.exports = {}
+        # A target on a host of its own is reached at the host's address.
+        host = getattr(target, 'host', None)
+        self.address = host.address if host is not None else '127.0.0.1'
         # The code under test may have made the transport already.
         error = target.call('nvmf_create_transport',
                             {'trtype': 'TCP'}).get('error')
@@ -47,7 +50,7 @@ class NvmfDd(object):
                 'nqn': nqn, 'namespace': {'bdev_name': bdev}})
             self.target.rpc('nvmf_subsystem_add_listener', {
                 'nqn': nqn, 'listen_address': {
-                    'trtype': 'TCP', 'traddr': '127.0.0.1',
+                    'trtype': 'TCP', 'traddr': self.address,
                     'trsvcid': port, 'adrfam': 'IPv4'}})
             self.exports[bdev] = (nqn, port)
         return self.exports[bdev]
@@ -67,7 +70,7 @@ class NvmfDd(object):
                 'method': 'bdev_set_options',
                 'params': {'bdev_auto_examine': False}}, {
                 'method': 'bdev_nvme_attach_controller', 'params': {
-                    'name': 'dd', 'trtype': 'tcp', 'traddr': '127.0.0.1',
+                    'name': 'dd', 'trtype': 'tcp', 'traddr': self.address,
                     'trsvcid': port, 'adrfam': 'ipv4', 'subnqn': nqn,
                     'hostnqn': HOST_NQN}}]}]}, out)
         return ([spdk_build.app_path('spdk_dd'), '--json', config,

@@ -17,9 +17,12 @@ from cinder.volume import volume_types
 import fixtures
 from oslo_config import cfg
 
+from testbed import agent
 from testbed import cinder_standalone as standalone
+from testbed import hosts
 from testbed import net
 from testbed import spdk_target
+from testbed import tls
 from tests import base
 
 objects.register_all()
@@ -94,6 +97,20 @@ class TargetTestCase(CinderTestCase):
     INTERRUPT_MODE = False
     #: False: a storage target serving copies of replicated volumes.
     AUTO_EXAMINE = True
+    #: True: this process is a controller, the target (an idle nvmf_tgt)
+    #: runs on a storage node of its own behind its ``spdk-vhost-agent``
+    #: (``self.agent``), and ``self.compute`` is a compute node; one
+    #: network and both hosts per test class.
+    ON_STORAGE_NODE = False
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        if cls.ON_STORAGE_NODE:
+            lab = hosts.Lab(('storage', 'compute'))
+            lab.setUp()
+            cls.addClassCleanup(lab.cleanUp)
+            cls.storage, cls.compute = lab.hosts
 
     def setUp(self):
         super().setUp()
@@ -101,11 +118,17 @@ class TargetTestCase(CinderTestCase):
         if self.SAVED_CONFIG:
             self.saved = os.path.join(
                 self.useFixture(fixtures.TempDir()).path, 'spdk_tgt.json')
+        node = self.storage if self.ON_STORAGE_NODE else None
         self.target = self.useFixture(spdk_target.SpdkTarget(
-            app=self.APP, interrupt_mode=self.INTERRUPT_MODE,
+            app='nvmf_tgt' if node else self.APP,
+            interrupt_mode=bool(node) or self.INTERRUPT_MODE,
             json_config=self.saved, name='storage',
-            auto_examine=self.AUTO_EXAMINE))
+            auto_examine=self.AUTO_EXAMINE, host=node))
         self.target.aio_lvstore(LVS, size_mib=self.LVS_MIB)
+        if node:
+            self.agent = self.useFixture(agent.Agent(
+                self.target, tls.Authority(self.useFixture(
+                    fixtures.TempDir()).path)))
 
     def add_base(self):
         """Re-open the lvstore's file after a restart without a config."""
@@ -128,6 +151,11 @@ class TargetTestCase(CinderTestCase):
                     'spdk_rpc_timeout': 10.0,
                     'spdk_target_id': 'storage-target',
                     'spdk_nvmf_port': net.free_port()}
+        if self.ON_STORAGE_NODE:
+            settings.update(self.agent.section(),
+                            spdk_nvmf_address=self.storage.address,
+                            spdk_nvmf_port=4420)
+            del settings['spdk_rpc_socket']
         settings.update(overrides)
         drv = standalone.make_driver(HOST, **settings)
         self.addCleanup(drv.client.close)

@@ -20,17 +20,14 @@ import fixtures
 
 from spdk_vhost_core import nvme_auth
 from spdk_vhost_core import spdk_rpc
-from testbed import agent as agent_fixture
-from testbed import cinder_standalone as standalone
-from testbed import hosts
 from testbed import spdk_target
 from testbed import tls
 from tests.cinder import base
+from tests.cinder.functional import imaging
 
 HOST_NQN = ('nqn.2014-08.org.nvmexpress:uuid:'
             '5d1c6f3a-7b2e-4c9d-8e1f-2a3b4c5d6e7f')
-LVS = base.LVS
-NVMF_PORT = 4420
+NVMF_PORT = 4420  # base.TargetTestCase's on a storage node
 RECONNECT = {'ctrlr_loss_timeout_sec': 60, 'reconnect_delay_sec': 1,
              'fast_io_fail_timeout_sec': 30}
 #: What a compute host's nova-compute reports (get_volume_connector).
@@ -73,38 +70,20 @@ print(json.dumps(out))
 '''
 
 
-class AgentCase(base.CinderTestCase):
-    """One network, a storage and a compute host per class."""
+class AgentCase(base.TargetTestCase):
+    """The target on a storage node of its own, behind its agent."""
 
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        lab = hosts.Lab(('storage', 'compute'))
-        lab.setUp()
-        cls.addClassCleanup(lab.cleanUp)
-        cls.storage, cls.compute = lab.hosts
+    ON_STORAGE_NODE = True
+    LVS_MIB = 256
 
     def setUp(self):
         super().setUp()
         self.useFixture(fixtures.Timeout(300, gentle=True))
-        self.ca = tls.Authority(self.useFixture(fixtures.TempDir()).path)
-        self.target = self.useFixture(spdk_target.SpdkTarget(
-            app='nvmf_tgt', interrupt_mode=True, name='storage',
-            host=self.storage))
-        self.target.aio_lvstore(LVS, size_mib=256, block_size=512)
-        self.agent = self.useFixture(
-            agent_fixture.Agent(self.target, self.ca))
 
     def make_driver(self, **overrides):
-        settings = dict(self.agent.section(),
-                        spdk_rpc_connect_retries=0, spdk_rpc_timeout=20.0,
-                        spdk_target_id='storage-node',
-                        spdk_nvmf_address=self.storage.address,
-                        spdk_nvmf_port=NVMF_PORT, spdk_nvmf_auth='dhchap')
-        settings.update(overrides)
-        drv = standalone.make_driver(base.HOST, **settings)
-        self.addCleanup(drv.client.close)
-        return drv
+        overrides.setdefault('spdk_nvmf_auth', 'dhchap')
+        overrides.setdefault('spdk_rpc_timeout', 20.0)
+        return super().make_driver(**overrides)
 
     def created(self, drv):
         volume = self.make_volume(size=1)
@@ -113,9 +92,9 @@ class AgentCase(base.CinderTestCase):
 
     def on_storage(self, method, params=None):
         """Ask the storage target directly (the test sees every host)."""
-        return self.target.rpc(method, params)
+        return self.rpc(method, params)
 
-    def saved(self):
+    def saved_on_node(self):
         with open(os.path.join(self.target.workdir, 'agent-saved.json')) as f:
             return json.load(f)
 
@@ -156,7 +135,7 @@ class AgentExportTest(AgentCase):
             real = self.storage.path(path)
             self.assertEqual(0o600, os.stat(real).st_mode & 0o777)
         # The saved config the node restarts with holds the export.
-        nvmf = [c for s in self.saved()['subsystems']
+        nvmf = [c for s in self.saved_on_node()['subsystems']
                 if s['subsystem'] == 'nvmf' for c in s['config'] or ()]
         subsystem = [c for c in nvmf
                      if c['method'] == 'nvmf_create_subsystem']
@@ -260,3 +239,80 @@ class AgentExportTest(AgentCase):
                                     self.make_driver, **{option: value},
                                     **extra)
             self.assertIn(option, str(err))
+
+
+class AgentImageTest(imaging.ImageTestCase):
+    """Images and backups: the controller reads and writes over NVMe/TCP.
+
+    The target behind the agent opens no file of this host: an image or
+    a restored backup is written with spdk_dd (sparse), an upload or a
+    backup read whole over NVMe/TCP and made sparse again.
+    """
+
+    ON_STORAGE_NODE = True
+    LVS_MIB = 256
+    DATA_LEN = 3 * imaging.MIB + 4096   # 4 clusters of 1 MiB
+
+    def setUp(self):
+        super().setUp()
+        self.useFixture(fixtures.Timeout(300, gentle=True))
+        self.driver = self.make_driver(**self.driver_opts(
+            spdk_nvmf_auth='dhchap'))
+
+    def from_image(self, data):
+        volume = self.make_volume(size=1)
+        self.driver.create_volume(volume)
+        self.driver.copy_image_to_volume(self.ctxt, volume, self.glance,
+                                         self.add_image(data)['id'])
+        return volume
+
+    def allocated(self, volume):
+        return self.rpc('bdev_get_bdevs', {'name': '%s/%s' % (
+            base.LVS, volume.name)})[0]['driver_specific']['lvol'][
+                'num_allocated_clusters']
+
+    def test_an_image_in_and_out_stays_thin(self):
+        data = imaging.pattern('agent', self.DATA_LEN)
+        volume = self.from_image(data)
+        self.assertEqual(data, self.lvol_bytes(volume.name, len(data)))
+        self.assertEqual(4, self.allocated(volume))
+
+        meta = self.empty_image('raw')
+        self.driver.copy_volume_to_image(self.ctxt, volume, self.glance,
+                                         meta)
+        got, size = self.image_bytes(meta['id'], len(data) + imaging.MIB,
+                                     'raw')
+        self.assertEqual(1024 * imaging.MIB, size)
+        self.assertEqual(data + bytes(imaging.MIB), got)
+        # Another volume from that upload is as thin as the first.
+        again = self.from_image(self.glance._imagedata[meta['id']])
+        self.assertEqual(4, self.allocated(again))
+        self.assert_no_scratch()
+
+    def test_a_backup_is_staged_here_and_restored_there(self):
+        """cinder-backup's host reads and writes a file on this host."""
+        data = imaging.pattern('backup', self.DATA_LEN)
+        volume = self.from_image(data)
+        volume.status = 'backing-up'
+        volume.save()
+        backup_host = {'host': 'controller', 'initiator': 'iqn.x'}
+        conn = self.driver.initialize_connection(volume, backup_host)
+        path = conn['data']['device_path']
+        with open(path, 'rb') as staged:
+            self.assertEqual(data, staged.read(len(data)))
+        # Read whole over NVMe/TCP, yet the zeros after the data are holes.
+        self.assertLess(os.stat(path).st_blocks * 512, 5 * imaging.MIB)
+        self.driver.terminate_connection(volume, backup_host)
+        self.assertFalse(os.path.exists(path))
+
+        other = imaging.pattern('restored', self.DATA_LEN)
+        volume.status = 'restoring-backup'
+        volume.save()
+        path = self.driver.initialize_connection(
+            volume, backup_host)['data']['device_path']
+        with open(path, 'r+b') as staged:
+            staged.write(other)
+        self.driver.terminate_connection(volume, backup_host)
+        self.assertEqual(other, self.lvol_bytes(volume.name, len(other)))
+        self.assertEqual(4, self.allocated(volume))
+        self.assert_no_scratch()
