@@ -113,9 +113,20 @@ class Backups(pools.Part):
         LOG.debug('Staged %(src)s: %(info)s', {'src': source, 'info': info})
 
     def unstage_volume(self, volume, kind):
-        """Drop the file; for a restore, first write it into the volume."""
+        """Drop the file; for a restore, first write it into the volume.
+
+        A restore whose file is not here (staged by another member of the
+        cluster whose staging directory is not this one) is refused: the
+        volume would be reported restored with none of the backup in it.
+        """
         path = self._backup_path('volume', volume.id)
         if not os.path.exists(path):
+            if kind == 'restore':
+                raise exception.VolumeBackendAPIException(
+                    data='the staged restore %s of volume %s is not on this '
+                         'host: every cinder-volume of the cluster and '
+                         'cinder-backup must share spdk_image_staging_dir'
+                         % (path, volume.id))
             LOG.debug('No staged file %s to remove', path)
             return
         try:

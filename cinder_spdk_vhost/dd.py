@@ -20,6 +20,7 @@ from oslo_concurrency import processutils
 from oslo_log import log
 
 from cinder_spdk_vhost import export
+from cinder_spdk_vhost import locks
 from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import rollback
 from cinder_spdk_vhost import sparse
@@ -42,13 +43,20 @@ def scratch_name(exporter, nqn):
 
 
 def sweep_exports(exporter):
-    """Delete the scratch subsystems an interrupted copy left."""
+    """Delete the scratch subsystems an interrupted copy left.
+
+    Not one a running copy uses, here or on another cinder-volume of
+    the cluster: its volume's (or snapshot's) lock says so.
+    """
     for sub in exporter.subsystems():
         name = scratch_name(exporter, sub['nqn'])
-        if name:
-            LOG.warning('Deleting NVMe-oF subsystem %s, left by an '
-                        'interrupted copy', sub['nqn'])
-            exporter.unexport(name, None)
+        if not name:
+            continue
+        with locks.idle(*locks.owner_locks(name)) as unused:
+            if unused:
+                LOG.warning('Deleting NVMe-oF subsystem %s, left by an '
+                            'interrupted copy', sub['nqn'])
+                exporter.unexport(name, None)
 
 
 def scratch_export(exporter, lvol_uuid, volume_id, cleanup, name=None):

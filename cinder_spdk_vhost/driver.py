@@ -7,9 +7,10 @@ the ``spdk_vhost`` connection_info (see :mod:`connections`).
 
 The class is Cinder's interface and little else: it delegates to
 :class:`pools.Pools` (lvol work), :class:`image_ops.ImageOps`,
-:class:`backup.Backups`, :class:`manageable.Manager`,
-:class:`migration.Mover`, :class:`connections.Connections` and
-:class:`replica_health.Health`, each method framed by
+:class:`backup.Backups`, :class:`manageable.Manager` (whose entry points
+are :class:`manageable.ManageMethods`), :class:`migration.Mover`,
+:class:`connections.Connections`, :class:`replica_health.Health` and
+:class:`housekeeping.Sweeper`, each method framed by
 :func:`operation.running`. Operators: see
 doc/source/admin/cinder-driver.rst.
 """
@@ -23,6 +24,7 @@ from cinder_spdk_vhost import backup
 from cinder_spdk_vhost import connections
 from cinder_spdk_vhost import errors
 from cinder_spdk_vhost import export
+from cinder_spdk_vhost import housekeeping
 from cinder_spdk_vhost import image_ops
 from cinder_spdk_vhost import locks
 from cinder_spdk_vhost import lvols
@@ -34,6 +36,7 @@ from cinder_spdk_vhost import peers
 from cinder_spdk_vhost import pools
 from cinder_spdk_vhost import replica_health
 from cinder_spdk_vhost import replication
+from cinder_spdk_vhost import stats
 from cinder_spdk_vhost import target_rpcs
 from cinder_spdk_vhost import validation
 from spdk_vhost_core import exception as rpc_exc
@@ -44,17 +47,10 @@ from spdk_vhost_core import validation as brick_validation
 LOG = log.getLogger(__name__)
 
 VERSION = '1.0.0'
-HOST_COPY_REFUSED = (
-    'Cinder\'s generic (host-assisted) migration cannot move spdk_vhost '
-    'volumes: it attaches them on the cinder-volume host through os-brick, '
-    'which has no spdk_vhost connector, or, for an attached volume, asks '
-    'Nova to swap the disk, which vhost-user disks do not support. A '
-    'detached volume moves between the lvol stores (pools) of its own SPDK '
-    'target only')
 
 
 @interface.volumedriver
-class SpdkVhostDriver(driver.VolumeDriver):
+class SpdkVhostDriver(manageable.ManageMethods, driver.VolumeDriver):
     """Thin SPDK lvols, attached to guests as vhost-user-blk.
 
     Exceptions: bad options raise ``InvalidConfigurationValue`` from
@@ -88,7 +84,7 @@ class SpdkVhostDriver(driver.VolumeDriver):
     def do_setup(self, context):
         """Build the RPC client and the parts; nothing is asked yet."""
         conf = self.configuration
-        validation.check_config(conf)
+        validation.check_config(conf, self.cluster_name)
         if conf.spdk_rpc_address is None and not conf.spdk_agent_url:
             brick_validation.warn_if_world_writable(conf.spdk_rpc_socket)
         self.client = spdk_rpc.SpdkClient.from_conf(conf)
@@ -99,12 +95,17 @@ class SpdkVhostDriver(driver.VolumeDriver):
         self.replicas = replication.Replicas(
             self.pools, peers.from_conf(conf, self.target_id),
             self.target_id)
-        self.health = replica_health.Health(self.replicas, self.host)
+        self.health = replica_health.Health(self.replicas, self.host,
+                                            self.cluster_name)
+        if self.cluster_name:
+            self.pools.tally.resync_every = 1
         self.images = image_ops.ImageOps(self.pools, self.replicas)
         self.backups = backup.Backups(self.pools, self.replicas)
         self.mover = migration.Mover(self.pools, self.replicas)
         self.connections = connections.Connections(
             self.pools, self.backups, self.replicas)
+        self.sweeper = housekeeping.Sweeper(self.images, self.pools,
+                                            self.replicas.peers)
 
     def check_for_setup_error(self):
         """Refuse to start on an unusable target, with one clear reason."""
@@ -116,12 +117,13 @@ class SpdkVhostDriver(driver.VolumeDriver):
             self.pools.sweep()
         for peer in self.replicas.peers:
             peer.check()
+        self.sweeper.start(self.configuration.spdk_sweep_interval)
 
     # -- volumes ---------------------------------------------------------
 
     def create_volume(self, volume):
         validation.check_volume(volume)
-        self._refuse_host_copy(volume)
+        migration.refuse_host_copy(volume)
         self.replicas.check_room(volume)
         limits = self.pools.limits(volume.volume_type_id, volume.size)
         with operation.running('create volume %s' % volume.id,
@@ -321,39 +323,6 @@ class SpdkVhostDriver(driver.VolumeDriver):
     def terminate_connection_snapshot(self, snapshot, connector, **kwargs):
         self.backups.unstage_snapshot(snapshot)
 
-    # -- manage / unmanage (manageable) ----------------------------------
-
-    def manage_existing_get_size(self, volume, existing_ref):
-        return self.manager.manage_existing_get_size(volume, existing_ref)
-
-    def manage_existing(self, volume, existing_ref):
-        self.replicas.refuse(volume, 'Managing an existing lvol')
-        self.manager.manage_existing(volume, existing_ref)
-
-    def unmanage(self, volume):
-        self.replicas.refuse(volume, 'Unmanaging')
-        self.manager.unmanage(volume)
-
-    def manage_existing_snapshot_get_size(self, snapshot, existing_ref):
-        return self.manager.manage_existing_snapshot_get_size(
-            snapshot, existing_ref)
-
-    def manage_existing_snapshot(self, snapshot, existing_ref):
-        return self.manager.manage_existing_snapshot(snapshot, existing_ref)
-
-    def unmanage_snapshot(self, snapshot):
-        self.manager.unmanage_snapshot(snapshot)
-
-    def get_manageable_volumes(self, cinder_volumes, marker, limit, offset,
-                               sort_keys, sort_dirs):
-        return self.manager.get_manageable_volumes(
-            cinder_volumes, marker, limit, offset, sort_keys, sort_dirs)
-
-    def get_manageable_snapshots(self, cinder_snapshots, marker, limit,
-                                 offset, sort_keys, sort_dirs):
-        return self.manager.get_manageable_snapshots(
-            cinder_snapshots, marker, limit, offset, sort_keys, sort_dirs)
-
     # -- retype and migration (migration) --------------------------------
 
     def retype(self, ctxt, volume, new_type, diff, host):
@@ -380,19 +349,8 @@ class SpdkVhostDriver(driver.VolumeDriver):
         Called on the source's backend once the destination volume is
         made, before any copy; Cinder then deletes that volume.
         """
-        raise exception.VolumeMigrationFailed(reason=HOST_COPY_REFUSED)
-
-    @staticmethod
-    def _refuse_host_copy(volume):
-        """Refuse to be the new volume of Cinder's generic migration.
-
-        Its ``migration_status`` is ``target:<source id>``: refused
-        before anything is made or copied, whatever the source backend.
-        """
-        # An object built without a database row may lack the field.
-        if (volume.obj_attr_is_set('migration_status') and
-                volume.is_migration_target()):
-            raise exception.VolumeMigrationFailed(reason=HOST_COPY_REFUSED)
+        raise exception.VolumeMigrationFailed(
+            reason=migration.HOST_COPY_REFUSED)
 
     # -- export ----------------------------------------------------------
 
@@ -424,17 +382,9 @@ class SpdkVhostDriver(driver.VolumeDriver):
             # The most copies (spdk:replicas) a volume could have now,
             # for a replicated type's capabilities:spdk_max_replicas.
             most = self.replicas.available()
-        for pool in pool_stats:
-            pool['spdk_max_replicas'] = most
-        self._stats = {
-            'volume_backend_name': (
-                self.configuration.safe_get('volume_backend_name') or
-                self.__class__.__name__),
-            'vendor_name': 'SPDK',
-            'driver_version': self.VERSION,
-            'storage_protocol': 'vhost-user',
-            'pools': pool_stats,
-        }
+        self._stats = stats.report(
+            self.configuration.safe_get('volume_backend_name') or
+            self.__class__.__name__, self.VERSION, pool_stats, most)
         if self.replicas.peers:
             self.health.survey()
 

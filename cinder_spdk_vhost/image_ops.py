@@ -54,7 +54,9 @@ class ImageOps(pools.Part):
         """Remove scratch exports, lvols and aio bdevs of broken transfers.
 
         Exports before the lvols they hold; clones before snapshots, so
-        each snapshot has one clone at most when deleted.
+        each snapshot has one clone at most when deleted. What a running
+        transfer uses (its object's lock is held, by this process or by
+        another member of the cluster) is left for a later sweep.
         """
         dd.sweep_exports(self.exporter)
         for lvs in self.pools.lvstores:
@@ -63,15 +65,20 @@ class ImageOps(pools.Part):
                 (item for item in items if lvols.is_temp(item['name'])),
                 key=lambda item: item.get('is_snapshot', False))
             for item in scratch:
-                LOG.warning('Deleting %s, left by an interrupted image '
-                            'transfer', item['alias'])
-                images.delete_lvol(self.client, item['alias'])
+                self._sweep(item['alias'], item['name'], images.delete_lvol)
+        if self.client.through_agent:
+            return  # a remote target has no aio bdev of ours
         for bdev in self.client.bdev_get_bdevs():
             if (bdev.get('product_name') == 'AIO disk' and
                     lvols.is_temp(bdev['name'])):
-                LOG.warning('Deleting aio bdev %s, left by an interrupted '
-                            'image transfer', bdev['name'])
-                images.delete_aio(self.client, bdev['name'])
+                self._sweep(bdev['name'], bdev['name'], images.delete_aio)
+
+    def _sweep(self, what, name, delete):
+        with locks.idle(*locks.owner_locks(name)) as unused:
+            if unused:
+                LOG.warning('Deleting %s, left by an interrupted image '
+                            'transfer', what)
+                delete(self.client, what)
 
     def staging_dir(self):
         return staging_dir(self.conf)

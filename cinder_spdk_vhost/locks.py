@@ -17,6 +17,7 @@ with ``LockCreationFailed`` rather than running unlocked.
 import contextlib
 
 from cinder import coordination
+from oslo_config import cfg
 from oslo_log import log as logging
 from tooz import coordination as tooz_coordination
 
@@ -41,6 +42,36 @@ def locked(*names):
                     'lock %s not acquired' % name)
             stack.callback(_release, lock, name)
         yield
+
+
+@contextlib.contextmanager
+def idle(*names):
+    """Hold the named locks if none is held elsewhere: yields whether so.
+
+    For housekeeping that must leave alone what a running operation (of
+    this process or of another member of the cluster) uses: it takes
+    nothing and yields False when any lock is busy.
+    """
+    with contextlib.ExitStack() as stack:
+        for name in names:
+            lock = coordination.COORDINATOR.get_lock(LOCK_PREFIX + name)
+            if not lock.acquire(blocking=False):
+                yield False
+                return
+            stack.callback(_release, lock, name)
+        yield True
+
+
+def owner_locks(scratch_name):
+    """The locks an operation holds while scratch ``scratch_name`` lives.
+
+    Scratch objects are named after the volume or snapshot they copy
+    (``lvols.temp_name``): the operation holds that volume's lock, or
+    the snapshot's (named by Cinder's template, as its lvol is).
+    """
+    obj_id = scratch_name[-36:]
+    return (vlock(obj_id),
+            slock(cfg.CONF.snapshot_name_template % obj_id))
 
 
 def _release(lock, name):

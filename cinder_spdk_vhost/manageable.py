@@ -255,3 +255,42 @@ class Manager(pools.Part):
         entries = snapshot_entries(found, managed)
         return volume_utils.paginate_entries_list(
             entries, marker, limit, offset, sort_keys, sort_dirs)
+
+
+class ManageMethods(object):
+    """The driver's manage and unmanage entry points, on ``self.manager``.
+
+    A replicated volume is refused: its copies on other targets are not
+    Cinder's to adopt or let go of one by one.
+    """
+
+    def manage_existing_get_size(self, volume, existing_ref):
+        return self.manager.manage_existing_get_size(volume, existing_ref)
+
+    def manage_existing(self, volume, existing_ref):
+        self.replicas.refuse(volume, 'Managing an existing lvol')
+        self.manager.manage_existing(volume, existing_ref)
+
+    def unmanage(self, volume):
+        self.replicas.refuse(volume, 'Unmanaging')
+        self.manager.unmanage(volume)
+
+    def manage_existing_snapshot_get_size(self, snapshot, existing_ref):
+        return self.manager.manage_existing_snapshot_get_size(
+            snapshot, existing_ref)
+
+    def manage_existing_snapshot(self, snapshot, existing_ref):
+        return self.manager.manage_existing_snapshot(snapshot, existing_ref)
+
+    def unmanage_snapshot(self, snapshot):
+        self.manager.unmanage_snapshot(snapshot)
+
+    def get_manageable_volumes(self, cinder_volumes, marker, limit, offset,
+                               sort_keys, sort_dirs):
+        return self.manager.get_manageable_volumes(
+            cinder_volumes, marker, limit, offset, sort_keys, sort_dirs)
+
+    def get_manageable_snapshots(self, cinder_snapshots, marker, limit,
+                                 offset, sort_keys, sort_dirs):
+        return self.manager.get_manageable_snapshots(
+            cinder_snapshots, marker, limit, offset, sort_keys, sort_dirs)

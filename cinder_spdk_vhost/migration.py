@@ -30,6 +30,14 @@ from spdk_vhost_core import exception as rpc_exc
 
 LOG = log.getLogger(__name__)
 
+HOST_COPY_REFUSED = (
+    'Cinder\'s generic (host-assisted) migration cannot move spdk_vhost '
+    'volumes: it attaches them on the cinder-volume host through os-brick, '
+    'which has no spdk_vhost connector, or, for an attached volume, asks '
+    'Nova to swap the disk, which vhost-user disks do not support. A '
+    'detached volume moves between the lvol stores (pools) of its own SPDK '
+    'target only')
+
 
 def chain(client, lvol):
     """The snapshots ``lvol`` reads through, oldest first."""
@@ -265,3 +273,15 @@ class Mover(pools.Part):
 def _attached(volume):
     return bool(volume.volume_attachment) or (
         volume.previous_status == 'in-use')
+
+
+def refuse_host_copy(volume):
+    """Refuse to be the new volume of Cinder's generic migration.
+
+    Its ``migration_status`` is ``target:<source id>``: refused before
+    anything is made or copied, whatever the source backend.
+    """
+    # An object built without a database row may lack the field.
+    if (volume.obj_attr_is_set('migration_status') and
+            volume.is_migration_target()):
+        raise exception.VolumeMigrationFailed(reason=HOST_COPY_REFUSED)

@@ -102,6 +102,14 @@ driver_opts = [
                min=0,
                help='Hugepage memory (-s, MiB) spdk_dd reserves; 0: SPDK\'s '
                     'default.'),
+    cfg.IntOpt('spdk_sweep_interval',
+               default=600,
+               min=0,
+               help='Seconds between two sweeps of what interrupted copies '
+                    'left on the targets (scratch lvols and NVMe-oF '
+                    'exports), besides the sweep at start: in a cluster, '
+                    'a member that died mid-copy leaves them to the '
+                    'others. 0: at start only.'),
     cfg.IntOpt('spdk_image_copy_timeout',
                default=3600,
                min=1,

@@ -10,6 +10,7 @@ keeps each one's saved config and keys on that node.
 """
 
 import socket
+import urllib.parse
 
 from cinder import exception
 from cinder.volume import configuration
@@ -41,9 +42,16 @@ def section(name):
 
 
 def target_id(conf):
-    """The identity of the target ``conf`` drives (``spdk_target_id``)."""
+    """The identity of the target ``conf`` drives (``spdk_target_id``).
+
+    By default where it is reached, the same for every cinder-volume of
+    a cluster: its agent's address, or its RPC listener's; a local
+    socket's target is this host's.
+    """
     if conf.spdk_target_id:
         return conf.spdk_target_id
+    if conf.spdk_agent_url:
+        return 'agent:%s' % urllib.parse.urlsplit(conf.spdk_agent_url).netloc
     if conf.spdk_rpc_address:
         return 'tcp:%s:%s' % (conf.spdk_rpc_address, conf.spdk_rpc_port)
     return socket.gethostname()

@@ -45,16 +45,19 @@ SURVEYED = ('available', 'in-use')
 class Health(object):
     """The degraded marks of one backend's replicated volumes."""
 
-    def __init__(self, replicas, host):
+    def __init__(self, replicas, host, cluster=None):
         self.replicas = replicas
-        self.host = host
+        # Which volumes are the backend's: a cluster's, whichever member
+        # made them, as the volume manager counts its own.
+        self.filters = ({'cluster_name': cluster} if cluster else
+                        {'host': host})
 
     def survey(self):
         """Mark, or clear, each replicated volume of the backend."""
         ctxt = context.get_admin_context()
         silent = set()
-        for volume in objects.VolumeList.get_all_by_host(
-                ctxt, self.host, {'status': list(SURVEYED)}):
+        for volume in objects.VolumeList.get_all(
+                ctxt, filters=dict(self.filters, status=list(SURVEYED))):
             try:
                 wanted = self.replicas.copies(volume)
                 if wanted == 1:

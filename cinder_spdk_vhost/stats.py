@@ -43,3 +43,17 @@ def pool_stats(client, conf, target_id, lvs, bdevs=None, counts=None):
         'multiattach': True,
         'location_info': 'spdk_vhost:%s:%s' % (target_id, lvs),
     }
+
+
+def report(backend_name, version, pools, most_replicas):
+    """The backend's stats, each pool with ``spdk_max_replicas``.
+
+    ``most_replicas``: the most copies (``spdk:replicas``) a volume
+    could have now, for a replicated type's
+    ``capabilities:spdk_max_replicas``.
+    """
+    for pool in pools:
+        pool['spdk_max_replicas'] = most_replicas
+    return {'volume_backend_name': backend_name, 'vendor_name': 'SPDK',
+            'driver_version': version, 'storage_protocol': 'vhost-user',
+            'pools': pools}

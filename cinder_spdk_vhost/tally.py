@@ -87,6 +87,10 @@ class Tally(object):
         self.by_alias = {}
         self.pending = set()
         self.rounds = 0
+        # Stats calls between full counts. In a cluster the scheduler
+        # takes each report as the backend's, and the other members'
+        # changes are not seen here: each report counts everything.
+        self.resync_every = RESYNC_EVERY
 
     def watch(self):
         """Note the lvols each call of the client makes or changes.
@@ -126,7 +130,7 @@ class Tally(object):
         Returns the number of lvols read by name (None: a full count).
         """
         self.rounds += 1
-        if self.entries is None or self.rounds % RESYNC_EVERY == 0:
+        if self.entries is None or self.rounds % self.resync_every == 0:
             self.recount()
             return None
         todo, self.pending = self.pending, set()

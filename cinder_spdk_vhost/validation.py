@@ -36,8 +36,17 @@ def is_name(value):
     return isinstance(value, str) and bool(_NAME.fullmatch(value))
 
 
-def check_config(conf):
-    """Refuse unusable backend options, naming the option."""
+def check_config(conf, cluster=None):
+    """Refuse unusable backend options, naming the option.
+
+    ``cluster``: cinder-volume's ``[DEFAULT] cluster`` (backend-wide
+    name), whose members run on several hosts: one on the target's
+    host would write the target's files where the others cannot.
+    """
+    if cluster and not conf.spdk_agent_url:
+        raise _bad_option('spdk_agent_url', None,
+                          'required in cluster %s: every member reaches '
+                          'the target through its node\'s agent' % cluster)
     if not conf.spdk_lvstores:
         raise _bad_option('spdk_lvstores', conf.spdk_lvstores,
                           'at least one lvol store is needed')

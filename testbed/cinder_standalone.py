@@ -60,6 +60,8 @@ def make_driver(host, **options):
     drv = spdk_driver.SpdkVhostDriver(configuration=conf, host=host)
     options.setdefault('volume_backend_name', BACKEND)
     options.setdefault('spdk_saved_config', '')
+    # No sweeping task left behind in a test or tool process.
+    options.setdefault('spdk_sweep_interval', 0)
     for name, value in options.items():
         cfg.CONF.set_override(name, value, group=BACKEND)
     drv.do_setup(None)

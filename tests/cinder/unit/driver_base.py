@@ -57,7 +57,8 @@ class DriverTestCase(base.CinderTestCase):
                                           host=base.HOST)
         settings = {'spdk_target_id': TARGET_ID,
                     'spdk_lvstores': list(self.lvstores),
-                    'volume_backend_name': base.BACKEND}
+                    'volume_backend_name': base.BACKEND,
+                    'spdk_sweep_interval': 0}
         settings.update(overrides)
         for name, value in settings.items():
             CONF.set_override(name, value, group=base.BACKEND)

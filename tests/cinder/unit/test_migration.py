@@ -10,7 +10,6 @@ from cinder import exception
 from cinder import objects
 import fixtures
 
-from cinder_spdk_vhost import driver as spdk_driver
 from cinder_spdk_vhost import migration
 from spdk_vhost_core import exception as rpc_exc
 from tests.cinder import base
@@ -206,14 +205,14 @@ class HostCopyTest(MigrationTestCase):
         err = self.assertRaises(
             exception.VolumeMigrationFailed, self.driver.before_volume_copy,
             self.ctxt, volume, self.make_volume(), remote='dest')
-        self.assertIn(spdk_driver.HOST_COPY_REFUSED, str(err))
+        self.assertIn(migration.HOST_COPY_REFUSED, str(err))
 
     def test_into_this_backend(self):
         """Its new volume, from any backend, is not even made."""
         volume = self.make_volume(migration_status='target:x')
         err = self.assertRaises(exception.VolumeMigrationFailed,
                                 self.driver.create_volume, volume)
-        self.assertIn(spdk_driver.HOST_COPY_REFUSED, str(err))
+        self.assertIn(migration.HOST_COPY_REFUSED, str(err))
         self.assertEqual([], sorted(self.fake.lvols))
 
     def test_volume_object_without_the_field_is_created(self):
