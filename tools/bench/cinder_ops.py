@@ -177,7 +177,7 @@ def main(argv=None):
             drv = make_driver(counter.path, args.lvstore,
                               os.path.join(tmp, 'spdk-config.json'))
             try:
-                drv.pools.saver.save()  # a deployed target has its file
+                drv.pools.node.save()  # a deployed target has its file
                 result = _measure(CinderOps(drv, counter, args.lvstore),
                                   args)
             finally:
