@@ -5,9 +5,10 @@ import copy
 from cinder_spdk_vhost import options
 from spdk_vhost_core import options as rpc_options
 
-# Shown under a backend-like section; in cinder.conf the options go in
-# each SPDK backend's own section.
-GROUP = 'spdk_vhost_backend'
+# Cinder reads [backend_defaults] as every backend section's defaults;
+# in cinder.conf the options go in each SPDK backend's own section (or
+# there, for all of them).
+GROUP = 'backend_defaults'
 
 
 def list_opts():

@@ -11,6 +11,7 @@ SPDK -32602. The exceptions: ``InvalidConfigurationValue`` (options, at
 import ipaddress
 import os
 import re
+import shutil
 
 from cinder import exception
 
@@ -76,6 +77,13 @@ def check_config(conf, cluster=None):
     if conf.spdk_rpc_address is not None and conf.spdk_rpc_port is None:
         raise _bad_option('spdk_rpc_port', None,
                           'required with spdk_rpc_address')
+    if conf.spdk_nvmf_transport != 'none' and not shutil.which(
+            conf.spdk_dd_path):
+        # Else images, backups and replica copies would fail one by one.
+        raise _bad_option('spdk_dd_path', conf.spdk_dd_path,
+                          'not an executable on this host: image, backup and '
+                          'replica copies run it (tools/build-spdk.sh builds '
+                          'it as build/bin/spdk_dd)')
     if conf.spdk_agent_url:
         _check_agent(conf)
         return
@@ -140,9 +148,10 @@ def _bad_connector(what):
 # read the host's identity (then it reports no SPDK key and logs why).
 NO_SPDK_IDENTITY = (
     'spdk_target_id: the compute host reported no SPDK identity, so it '
-    'cannot attach SPDK volumes. Its nova-compute must run compute_driver '
-    '= nova_vhost_user.driver.LibvirtVhostUserDriver; if it does, its log '
-    'says why the identity could not be read')
+    'cannot attach SPDK volumes. It must run nova-compute-spdk-vhost (in '
+    'place of nova-compute) with compute_driver = '
+    'spdk_vhost.LibvirtVhostUserDriver; if it does, its log says why the '
+    'identity could not be read')
 
 
 def check_connector(connector, need_nqn, need_target_id=False):

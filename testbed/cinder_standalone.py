@@ -16,6 +16,7 @@ from oslo_config import cfg
 from oslo_utils import excutils
 
 from cinder_spdk_vhost import driver as spdk_driver
+from testbed import spdk_build
 
 BACKEND = 'spdk'
 
@@ -60,6 +61,7 @@ def make_driver(host, **options):
     drv = spdk_driver.SpdkVhostDriver(configuration=conf, host=host)
     options.setdefault('volume_backend_name', BACKEND)
     options.setdefault('spdk_saved_config', '')
+    options.setdefault('spdk_dd_path', spdk_build.app_path('spdk_dd'))
     # No sweeping task left behind in a test or tool process.
     options.setdefault('spdk_sweep_interval', 0)
     for name, value in options.items():

@@ -58,7 +58,10 @@ class DriverTestCase(base.CinderTestCase):
         settings = {'spdk_target_id': TARGET_ID,
                     'spdk_lvstores': list(self.lvstores),
                     'volume_backend_name': base.BACKEND,
-                    'spdk_sweep_interval': 0}
+                    'spdk_sweep_interval': 0,
+                    # Checked at start; the fake target's copies never run
+                    # it (tests of spdk_dd's command line stand in).
+                    'spdk_dd_path': 'true'}
         settings.update(overrides)
         for name, value in settings.items():
             CONF.set_override(name, value, group=base.BACKEND)

@@ -358,8 +358,8 @@ class ConnectionTest(dbase.DriverTestCase):
                                 self.driver.initialize_connection, volume,
                                 connector)
         self.assertIn('reported no SPDK identity', str(err))
-        self.assertIn('nova_vhost_user.driver.LibvirtVhostUserDriver',
-                      str(err))
+        self.assertIn('nova-compute-spdk-vhost', str(err))
+        self.assertIn('spdk_vhost.LibvirtVhostUserDriver', str(err))
         self.assertEqual({}, self.fake.subsystems)
         # Detaching an old attachment of such a connector still works.
         self.driver.terminate_connection(volume, connector)

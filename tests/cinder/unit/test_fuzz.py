@@ -36,6 +36,7 @@ class FuzzTest(base.CinderTestCase):
                                                   host=base.HOST)
         base.CONF.set_override('spdk_target_id', 'storage-target',
                                group=base.BACKEND)
+        base.CONF.set_override('spdk_dd_path', 'true', group=base.BACKEND)
         self.client = fuzz.AbsentTarget()
         self.useFixture(fixtures.MockPatchObject(
             spdk_rpc.SpdkClient, 'from_conf',
@@ -116,6 +117,7 @@ class ConfigTest(base.CinderTestCase):
         conf = configuration.Configuration(cinder_driver.volume_opts,
                                            config_group=base.BACKEND)
         drv = spdk_driver.SpdkVhostDriver(configuration=conf)
+        base.CONF.set_override('spdk_dd_path', 'true', group=base.BACKEND)
         base.CONF.set_override(option, value, group=base.BACKEND)
         err = self.assertRaises(exception.InvalidConfigurationValue,
                                 drv.do_setup, self.ctxt)
@@ -132,7 +134,9 @@ class ConfigTest(base.CinderTestCase):
                 ('spdk_rpc_socket', 'spdk.sock'),
                 ('spdk_rpc_socket', '/var/../tmp/spdk.sock'),
                 ('spdk_image_staging_dir', 'relative/dir'),
-                ('spdk_saved_config', '/no/such/dir/spdk_tgt.json')):
+                ('spdk_saved_config', '/no/such/dir/spdk_tgt.json'),
+                ('spdk_dd_path', '/no/such/spdk_dd'),
+                ('spdk_dd_path', 'no-such-spdk_dd')):
             with self.subTest(option=option, value=value):
                 self.check(option, value)
                 base.CONF.clear_override(option, group=base.BACKEND)
@@ -147,6 +151,7 @@ class ConfigTest(base.CinderTestCase):
         conf = configuration.Configuration(cinder_driver.volume_opts,
                                            config_group=base.BACKEND)
         drv = spdk_driver.SpdkVhostDriver(configuration=conf)
+        base.CONF.set_override('spdk_dd_path', 'true', group=base.BACKEND)
         base.CONF.set_override('spdk_rpc_socket', path, group=base.BACKEND)
         drv.do_setup(self.ctxt)
         self.addCleanup(drv.client.close)

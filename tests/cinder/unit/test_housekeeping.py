@@ -109,7 +109,8 @@ class ClusterTest(dbase.DriverTestCase):
                     'spdk_target_id': None,
                     'spdk_saved_config': '',
                     'spdk_agent_url': 'https://192.0.2.11:5261',
-                    'spdk_agent_password': 'secret'}
+                    'spdk_agent_password': 'secret',
+                    'spdk_dd_path': 'true'}
         settings.update(overrides)
         for name, value in settings.items():
             CONF.set_override(name, value, group=base.BACKEND)
