@@ -77,13 +77,6 @@ def check_config(conf, cluster=None):
     if conf.spdk_rpc_address is not None and conf.spdk_rpc_port is None:
         raise _bad_option('spdk_rpc_port', None,
                           'required with spdk_rpc_address')
-    if conf.spdk_nvmf_transport != 'none' and not shutil.which(
-            conf.spdk_dd_path):
-        # Else images, backups and replica copies would fail one by one.
-        raise _bad_option('spdk_dd_path', conf.spdk_dd_path,
-                          'not an executable on this host: image, backup and '
-                          'replica copies run it (tools/build-spdk.sh builds '
-                          'it as build/bin/spdk_dd)')
     if conf.spdk_agent_url:
         _check_agent(conf)
         return
@@ -101,6 +94,21 @@ def check_config(conf, cluster=None):
     if problem:
         raise _bad_option('spdk_saved_config', conf.spdk_saved_config,
                           problem)
+
+
+def check_tools(conf):
+    """Refuse a backend whose copies could not run here, naming why.
+
+    The backend's own section only: every copy, to or from a peer too,
+    runs its ``spdk_dd_path``; a replica target's section has none.
+    """
+    if conf.spdk_nvmf_transport != 'none' and not shutil.which(
+            conf.spdk_dd_path):
+        # Else images, backups and replica copies would fail one by one.
+        raise _bad_option('spdk_dd_path', conf.spdk_dd_path,
+                          'not an executable on this host: image, backup and '
+                          'replica copies run it (tools/build-spdk.sh builds '
+                          'it as build/bin/spdk_dd)')
 
 
 def _check_agent(conf):

@@ -13,6 +13,7 @@ import fixtures
 from oslo_config import cfg
 from oslo_messaging import conffixture as messaging_conffixture
 
+from testbed import spdk_build
 from tests.cinder import base
 
 CONF = cfg.CONF
@@ -48,6 +49,7 @@ class ManagerTest(base.TargetTestCase):
         # The driver registers its options when the manager builds it.
         for name, value in (('spdk_rpc_socket', self.target.socket_path),
                             ('spdk_rpc_connect_retries', 0),
+                            ('spdk_dd_path', spdk_build.app_path('spdk_dd')),
                             ('volume_backend_name', base.BACKEND)):
             CONF.set_override(name, value, group=base.BACKEND)
         self.manager.init_host(service_id=None)

@@ -5,6 +5,7 @@ from cinder.volume import configuration
 from cinder.volume import driver as cinder_driver
 
 from cinder_spdk_vhost import driver as spdk_driver
+from cinder_spdk_vhost import peers
 from cinder_spdk_vhost import rollback
 from cinder_spdk_vhost import target_rpcs
 from spdk_vhost_core import exception as rpc_exc
@@ -147,3 +148,21 @@ class VersionCheckTest(dbase.DriverTestCase):
                                     self.driver.check_for_setup_error)
             self.assertIn('runs SPDK v%d.%02d' % (major, minor), str(err))
             self.assertIn('supports SPDK v26.01, v26.05 only', str(err))
+
+
+class ToolsTest(dbase.DriverTestCase):
+    """spdk_dd is checked where it runs: the backend's own section."""
+
+    def test_backend_without_spdk_dd_refused_naming_it(self):
+        err = self.assertRaises(exception.InvalidConfigurationValue,
+                                self.make_driver,
+                                spdk_dd_path='no-such-spdk_dd')
+        self.assertIn('spdk_dd_path', str(err))
+        self.assertIn('not an executable on this host', str(err))
+
+    def test_replica_target_section_needs_none(self):
+        # The backend's own spdk_dd runs every copy, to or from a peer:
+        # a replica target's section leaves it at its default, which
+        # is no executable here.
+        peer = peers.Peer.from_section('peer-b')
+        self.assertEqual('peer-b', peer.name)
