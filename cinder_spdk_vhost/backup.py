@@ -35,6 +35,7 @@ from cinder_spdk_vhost import locks
 from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import operation
 from cinder_spdk_vhost import pools
+from cinder_spdk_vhost import replica_type
 from cinder_spdk_vhost import rollback
 from cinder_spdk_vhost import sparse
 
@@ -84,12 +85,12 @@ class Backups(pools.Part):
                                   % (volume.id, kind)), \
                 rollback.Cleanup('stage volume %s' % volume.id) as tmp:
             lvol = self.pools.get(volume)
-            offset = self.replicas.data_offset(volume)
+            offset = replica_type.data_offset(volume)
             self._new_file(path, lvol.size_bytes - offset)
             try:
                 if kind == 'backup':
-                    self.replicas.check_in_sync(volume, lvol,
-                                                'backing it up')
+                    self.replicas.sync.check_in_sync(volume, lvol,
+                                                     'backing it up')
                     source = images.flat_source(self.client, lvol, volume.id,
                                                 tmp)
                     self._copy_out(volume, source, lvol, path)
@@ -108,7 +109,7 @@ class Backups(pools.Part):
             out.truncate(size)
 
     def _copy_out(self, obj, source, lvol, path):
-        info = self.replicas.read_disk(obj, source, lvol, path,
+        info = self.replicas.disk.read(obj, source, lvol, path,
                                        lvols.temp_name('bk', obj.id))
         LOG.debug('Staged %(src)s: %(info)s', {'src': source, 'info': info})
 
@@ -142,7 +143,7 @@ class Backups(pools.Part):
         the data after the superblock's room.
         """
         limits = self.pools.limits(volume.volume_type_id, volume.size)
-        offset = self.replicas.data_offset(volume)
+        offset = replica_type.data_offset(volume)
         with operation.running('restore volume %s' % volume.id,
                                locks.vlock(volume.id)) as rb:
             self.exporter.require('Restoring a backup (spdk_dd reaches the '
@@ -159,7 +160,7 @@ class Backups(pools.Part):
                          'its %d' % (volume.id, size, room))
             os.truncate(path, room)
             sparse.dig_holes(path)
-            stale = self.replicas.write_disk(volume, old, path, limits, rb,
+            stale = self.replicas.disk.write(volume, old, path, limits, rb,
                                              'restore', 'restored')
         with errors.translated('clean up after restore'):
             self.replicas.drop(stale)
@@ -183,7 +184,7 @@ class Backups(pools.Part):
                 errors.translated('stage snapshot %s' % snapshot.id), \
                 rollback.Cleanup('stage snapshot %s' % snapshot.id) as tmp:
             snap = self.pools.get_snapshot(snapshot)
-            offset = self.replicas.data_offset(snapshot)
+            offset = replica_type.data_offset(snapshot)
             self._new_file(path, snap.size_bytes - offset)
             try:
                 source = images.flat_snapshot(self.client, snap, snapshot.id,

@@ -3,13 +3,14 @@
 A compute host that shares the backend's SPDK target gets the lvol
 itself (``transport: local``); any other gets a per-volume NVMe-oF
 subsystem admitting its host NQN alone, and a replicated volume one
-such export of each of its copies (see :mod:`replication`), whichever
-the host. The dictionary's keys are the
-wire format, documented once in
+such export of each of its copies, whichever the host: the
+``replicas`` of its properties (see :mod:`replication`). The
+dictionary's keys are the wire format, documented once in
 ``spdk_vhost_core.properties.ConnectionProperties``. cinder-backup's
 connector gets a staged raw file instead (see :mod:`backup`).
 """
 
+from cinder import exception
 from oslo_log import log
 
 from cinder_spdk_vhost import backup
@@ -17,7 +18,10 @@ from cinder_spdk_vhost import export
 from cinder_spdk_vhost import locks
 from cinder_spdk_vhost import operation
 from cinder_spdk_vhost import pools
+from cinder_spdk_vhost import replica_type
 from cinder_spdk_vhost import validation
+from spdk_vhost_core import exception as rpc_exc
+from spdk_vhost_core import replicas as wire
 
 LOG = log.getLogger(__name__)
 
@@ -54,7 +58,7 @@ class Connections(pools.Part):
         kind = backup.staged_kind(volume, connector)
         if kind:
             return self.backups.stage_volume(volume, kind)
-        replicated = self.replicas.copies(volume) > 1
+        replicated = replica_type.copies(volume) > 1
         validation.check_connector(
             connector, need_nqn=replicated or not self._is_local(connector),
             need_target_id=True)
@@ -89,12 +93,45 @@ class Connections(pools.Part):
         in_use = volume.status == 'in-use' or any(
             att.attach_status in export.ATTACHED
             for att in volume.volume_attachment)
-        whole = self.replicas.replace_lost(
+        whole = self.replicas.counts.replace_lost(
             volume, lvol, self.pools.limits(volume.volume_type_id,
                                             volume.size), rb, in_use=in_use)
-        return self.replicas.export(
+        return self._export_each_copy(
             volume, lvol, connector, rb,
             rekey=not self._attached(volume, connector), short=not whole)
+
+    def _export_each_copy(self, volume, lvol, connector, rb, rekey,
+                          short=False):
+        """Export every copy to the host; the properties' replicas part.
+
+        A copy that is missing fails the attachment, unless ``short``:
+        the guest would otherwise get fewer copies than its volume type
+        promises. ``short``: the copies left will do, as they do for
+        the volume's live attachment (a live migration's destination
+        mirrors what its source mirrors).
+        """
+        host_nqn = export.require_host_nqn(connector)
+        held = (self.replicas.holders(volume) if short
+                else self.replicas.every_copy(volume))
+        exports = [(self.pools, volume.name, lvol, self.target_id)] + [
+            (peer.pools, copy.name, copy, peer.target_id)
+            for peer, copy in held]
+        here = connector.get('spdk_target_id')
+        if here in [target for _p, _n, _l, target in exports]:
+            # Its bdev examine would find the RAID superblock on the
+            # lvol itself and assemble the mirror there, from one copy.
+            raise exception.VolumeBackendAPIException(
+                data='volume %s is replicated and the attaching host\'s '
+                     'SPDK target %s holds one of its copies: attach it '
+                     'on a host that holds none' % (volume.id, here))
+        found = []
+        for where, name, copy, target in exports:
+            data = where.exporter.export(name, copy, host_nqn, rb,
+                                         rekey=rekey, connector=connector,
+                                         mirrored=True)
+            where.persist()
+            found.append(dict(data, target_id=target))
+        return {'transport': wire.REPLICATED, wire.KEY: found}
 
     @staticmethod
     def _attached(volume, connector):
@@ -118,7 +155,7 @@ class Connections(pools.Part):
         kind = backup.staged_kind(volume, connector)
         if kind:
             return self.backups.unstage_volume(volume, kind)
-        replicated = self.replicas.copies(volume) > 1
+        replicated = replica_type.copies(volume) > 1
         if self._is_local(connector) and not replicated:
             return
         if connector is not None:
@@ -135,8 +172,26 @@ class Connections(pools.Part):
                 LOG.info('Volume %s stays exported to %s: another of its '
                          'attachments is there', volume.id, host_nqn)
                 return True
-            if replicated:
-                self.replicas.unexport(volume, host_nqn)
-                return
             self.exporter.unexport(volume.name, host_nqn)
             self.pools.persist()
+            if replicated:
+                self._unexport_peers(volume, host_nqn)
+
+    def _unexport_peers(self, volume, host_nqn):
+        """Remove the host from the export of each copy on a peer.
+
+        A peer that does not answer is logged and skipped: the host is
+        gone from the others, and a dead storage target must not keep a
+        guest from detaching.
+        """
+        name = replica_type.replica_name(volume.id)
+        for peer in self.replicas.peers:
+            try:
+                if peer.find(name) is not None:
+                    peer.exporter.unexport(name, host_nqn)
+                    peer.pools.persist()
+            except rpc_exc.SpdkRpcError as err:
+                LOG.warning('Could not remove %(host)s from the export of '
+                            'volume %(vol)s on %(peer)s: %(err)s',
+                            {'host': host_nqn or 'every host',
+                             'vol': volume.id, 'peer': peer, 'err': err})

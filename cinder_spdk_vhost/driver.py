@@ -35,6 +35,7 @@ from cinder_spdk_vhost import options
 from cinder_spdk_vhost import peers
 from cinder_spdk_vhost import pools
 from cinder_spdk_vhost import replica_health
+from cinder_spdk_vhost import replica_type
 from cinder_spdk_vhost import replication
 from cinder_spdk_vhost import stats
 from cinder_spdk_vhost import target_rpcs
@@ -130,7 +131,7 @@ class SpdkVhostDriver(manageable.ManageMethods, driver.VolumeDriver):
         with operation.running('create volume %s' % volume.id,
                                locks.vlock(volume.id)) as rb:
             alias = self.pools.create_lvol(
-                volume, rb, size_mib=self.replicas.lvol_mib(volume))
+                volume, rb, size_mib=replica_type.lvol_mib(volume))
             self.pools.new_qos(alias, limits)
             self.replicas.place(volume, limits, rb)
         return None
@@ -146,7 +147,7 @@ class SpdkVhostDriver(manageable.ManageMethods, driver.VolumeDriver):
             lvol = self.pools.find(volume)
             if lvol is not None:
                 self.pools.refuse_if_exported(lvol, volume)
-            if self.replicas.copies(volume) > 1:
+            if replica_type.copies(volume) > 1:
                 self.replicas.delete(volume)
             if lvol is None:
                 LOG.info('Volume %s has no lvol; nothing to delete',
@@ -169,13 +170,13 @@ class SpdkVhostDriver(manageable.ManageMethods, driver.VolumeDriver):
         limits = self.pools.limits(volume.volume_type_id, new_size)
         with operation.running('extend volume %s' % volume.id,
                                locks.vlock(volume.id)) as rb:
-            size_mib = self.replicas.lvol_mib(volume, new_size)
+            size_mib = replica_type.lvol_mib(volume, new_size)
             self.pools.grow(self.pools.get(volume), size_mib, limits, rb)
             self.replicas.extend(volume, size_mib, limits, rb)
 
     def create_volume_from_snapshot(self, volume, snapshot):
         validation.check_volume(volume)
-        self.replicas.check_layout(snapshot.volume, volume)
+        replica_type.check_layout(snapshot.volume, volume)
         self.replicas.check_room(volume)
         limits = self.pools.limits(volume.volume_type_id, volume.size)
         with operation.running('create volume %s from snapshot %s'
@@ -185,14 +186,15 @@ class SpdkVhostDriver(manageable.ManageMethods, driver.VolumeDriver):
             snap = self.pools.get_snapshot(snapshot)
             alias = self.pools.clone(snap.alias, volume, rb)
             self.pools.finish(alias, volume, limits, snap.size_mib,
-                              self.replicas.lvol_mib(volume))
-            self.replicas.clone(volume, snap.alias, alias, limits, rb)
+                              replica_type.lvol_mib(volume))
+            self.replicas.snapshots.clone(volume, snap.alias, alias, limits,
+                                          rb)
         return None
 
     def create_cloned_volume(self, volume, src_vref):
         """Hidden snapshot of the source, and a thin clone of it."""
         validation.check_volume(volume)
-        self.replicas.check_layout(src_vref, volume)
+        replica_type.check_layout(src_vref, volume)
         self.replicas.check_room(volume)
         limits = self.pools.limits(volume.volume_type_id, volume.size)
         hidden = lvols.hidden_snapshot_name(volume.id)
@@ -203,12 +205,14 @@ class SpdkVhostDriver(manageable.ManageMethods, driver.VolumeDriver):
                                locks.slock(hidden)) as rb:
             src = self.pools.get(src_vref)
             snap_alias = lvols.alias(src.lvs, hidden)
-            self.replicas.snapshot(src_vref, src, lambda: self._snapshot(
-                src.alias, snap_alias, rb))
+            self.replicas.snapshots.snapshot(
+                src_vref, src, lambda: self._snapshot(src.alias, snap_alias,
+                                                      rb))
             alias = self.pools.clone(snap_alias, volume, rb)
             self.pools.finish(alias, volume, limits, src.size_mib,
-                              self.replicas.lvol_mib(volume))
-            self.replicas.clone(volume, snap_alias, alias, limits, rb)
+                              replica_type.lvol_mib(volume))
+            self.replicas.snapshots.clone(volume, snap_alias, alias, limits,
+                                          rb)
         return None
 
     def _snapshot(self, alias, snap_alias, rb):
@@ -237,9 +241,10 @@ class SpdkVhostDriver(manageable.ManageMethods, driver.VolumeDriver):
             self.client.bdev_lvol_clone(snap.alias, tmp_name)
             tmp = lvols.alias(snap.lvs, tmp_name)
             rb.add('delete %s' % tmp, self.pools.delete_lvol, tmp)
-            stale = self.replicas.revert(volume, snap, tmp, limits, rb)
+            stale = self.replicas.snapshots.revert(volume, snap, tmp, limits,
+                                                   rb)
             self.pools.replace(old, tmp, volume, limits, rb, 'reverted',
-                               self.replicas.lvol_mib(volume))
+                               replica_type.lvol_mib(volume))
         with errors.translated('clean up after revert'):
             self.replicas.drop(stale)
             self.pools.release_parent(old.lvs, old.base_snapshot)
@@ -252,7 +257,7 @@ class SpdkVhostDriver(manageable.ManageMethods, driver.VolumeDriver):
                                locks.vlock(snapshot.volume_id),
                                locks.slock(snapshot.name)) as rb:
             lvol = self.pools.get(snapshot.volume)
-            self.replicas.snapshot(snapshot.volume, lvol, lambda: (
+            self.replicas.snapshots.snapshot(snapshot.volume, lvol, lambda: (
                 self._snapshot(lvol.alias, lvols.alias(lvol.lvs,
                                                        snapshot.name), rb)))
         return None

@@ -24,6 +24,7 @@ from cinder_spdk_vhost import locks
 from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import operation
 from cinder_spdk_vhost import pools
+from cinder_spdk_vhost import replica_type
 
 LOG = log.getLogger(__name__)
 CONF = cfg.CONF
@@ -38,8 +39,8 @@ class ImageOps(pools.Part):
     """copy_image_to_volume, copy_volume_to_image and clone_image.
 
     Images hold the guest's disk: a replicated volume's copies hold it
-    after the superblock's room, which ``replicas`` (a
-    :class:`replication.Replicas`) reads and writes past.
+    after the superblock's room, which ``replicas.disk`` (a
+    :class:`replica_disk.Disk`) reads and writes past.
     """
 
     def __init__(self, pools, replicas):
@@ -122,7 +123,7 @@ class ImageOps(pools.Part):
             self.pools.refuse_if_exported(old, volume)
             with self._fetched(context, image_service, image_id, volume,
                                disable_sparse) as path:
-                stale = self.replicas.write_disk(volume, old, path, limits,
+                stale = self.replicas.disk.write(volume, old, path, limits,
                                                  rb, 'import', 'imported')
         with errors.translated('clean up after the image import'):
             self.replicas.drop(stale)
@@ -139,7 +140,7 @@ class ImageOps(pools.Part):
             with locks.locked(locks.vlock(volume.id)), \
                     errors.translated('copy volume %s to an image'
                                       % volume.id):
-                self.replicas.save_disk(volume, self.pools.get(volume), path,
+                self.replicas.disk.save(volume, self.pools.get(volume), path,
                                         'uploading it to an image')
             volume_utils.upload_volume(context, image_service, image_meta,
                                        path, volume, run_as_root=False)
@@ -154,7 +155,7 @@ class ImageOps(pools.Part):
         """
         if not self.image_cache.enabled:
             return None, False
-        if self.replicas.copies(volume) > 1:
+        if replica_type.copies(volume) > 1:
             # A cached base holds the image at offset 0, a replicated
             # copy after the superblock: Cinder copies the image instead.
             LOG.debug('Volume %s is replicated: not cloned from the image '

@@ -23,7 +23,7 @@ from cinder_spdk_vhost import locks
 from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import operation
 from cinder_spdk_vhost import pools
-from cinder_spdk_vhost import replication
+from cinder_spdk_vhost import replica_type
 
 LOG = log.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def own_lvol_reason(name):
         return 'scratch lvol of an image transfer'
     if image_cache.is_base(name):
         return 'image cache base'
-    if replication.is_replica(name):
+    if replica_type.is_replica(name):
         return 'copy of a replicated volume of another backend'
     return None
 
@@ -268,11 +268,11 @@ class ManageMethods(object):
         return self.manager.manage_existing_get_size(volume, existing_ref)
 
     def manage_existing(self, volume, existing_ref):
-        self.replicas.refuse(volume, 'Managing an existing lvol')
+        replica_type.refuse(volume, 'Managing an existing lvol')
         self.manager.manage_existing(volume, existing_ref)
 
     def unmanage(self, volume):
-        self.replicas.refuse(volume, 'Unmanaging')
+        replica_type.refuse(volume, 'Unmanaging')
         self.manager.unmanage(volume)
 
     def manage_existing_snapshot_get_size(self, snapshot, existing_ref):

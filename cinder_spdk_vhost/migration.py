@@ -24,7 +24,7 @@ from cinder_spdk_vhost import locks
 from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import operation
 from cinder_spdk_vhost import pools
-from cinder_spdk_vhost import replication
+from cinder_spdk_vhost import replica_type
 from cinder_spdk_vhost import rollback
 from spdk_vhost_core import exception as rpc_exc
 
@@ -135,8 +135,8 @@ class Mover(pools.Part):
         if dest is None:
             return False
         type_id = new_type['id'] if new_type else None
-        copies = self.replicas.copies(volume)
-        wanted = replication.copies_of_type(type_id)
+        copies = replica_type.copies(volume)
+        wanted = replica_type.copies_of_type(type_id)
         limits = self.pools.limits(type_id, volume.size)
         if max(copies, wanted) > 1 and dest != self.pools.pool(volume):
             LOG.info('Volume %s: the driver does not move the copies of a '
@@ -167,9 +167,9 @@ class Mover(pools.Part):
         """Give detached ``volume`` ``wanted`` copies instead of ``copies``.
 
         Between 2 and 3 the copies stay where they are
-        (:meth:`replication.Replicas.recount`); to or from one, the data
+        (:meth:`replica_counts.Counts.recount`); to or from one, the data
         moves by the superblock's room
-        (:meth:`replication.Replicas.relayout`).
+        (:meth:`replica_counts.Counts.relayout`).
         """
         with operation.running('retype volume %s to %d copies'
                                % (volume.id, wanted),
@@ -177,11 +177,12 @@ class Mover(pools.Part):
             lvol = self.pools.get(volume)
             self.pools.refuse_if_exported(lvol, volume)
             if min(copies, wanted) > 1:
-                self.replicas.recount(volume, lvol, wanted, limits, rb)
+                self.replicas.counts.recount(volume, lvol, wanted, limits,
+                                             rb)
                 stale = []
             else:
-                stale = self.replicas.relayout(volume, lvol, type_id,
-                                               limits, rb)
+                stale = self.replicas.counts.relayout(volume, lvol, type_id,
+                                                      limits, rb)
         with errors.translated('clean up after the retype of volume %s'
                                % volume.id):
             self.replicas.drop(stale)
@@ -191,7 +192,7 @@ class Mover(pools.Part):
 
     def migrate_volume(self, volume, host):
         dest = self._destination(volume, host)
-        if dest is None or self.replicas.copies(volume) > 1:
+        if dest is None or replica_type.copies(volume) > 1:
             LOG.info('Volume %(vol)s: %(host)s is not a pool of this '
                      'backend; left to Cinder\'s generic migration',
                      {'vol': volume.id, 'host': host.get('host')})

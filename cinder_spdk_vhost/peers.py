@@ -1,4 +1,4 @@
-"""The other storage targets a backend keeps volume replicas on.
+"""The peers: the other storage targets a backend keeps copies on.
 
 Each is described by a cinder.conf section of a backend's shape (the
 ``spdk_agent_*`` or ``spdk_rpc_*``, ``spdk_target_id``, ``spdk_lvstores``,
@@ -110,14 +110,14 @@ class Peer(object):
         return '%s (%s)' % (self.target_id, self.name)
 
     def check(self):
-        """Whether the target can hold replicas now; logs why not."""
+        """Whether the target can hold copies now; logs why not."""
         try:
             target_rpcs.check_target(self.client, self.conf)
-            self.exporter.require('Keeping volume replicas')
+            self.exporter.require('Keeping copies of replicated volumes')
             self.exporter.ensure_transport()
             dd.sweep_exports(self.exporter)
         except (exception.CinderException, rpc_exc.SpdkRpcError) as err:
-            LOG.warning('Replica target %(peer)s cannot hold replicas now: '
+            LOG.warning('Replica target %(peer)s cannot hold copies now: '
                         '%(err)s', {'peer': self, 'err': err})
             return False
         return True

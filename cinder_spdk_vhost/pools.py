@@ -181,7 +181,7 @@ class Pools(object):
     def create_lvol(self, volume, rb, name=None, lvs=None, size_mib=None):
         """Create the empty lvol of ``volume``; return its alias.
 
-        ``name``, ``lvs`` and ``size_mib``: another name (a replica's),
+        ``name``, ``lvs`` and ``size_mib``: another name (a copy's),
         lvol store and size than the volume's own.
         """
         lvs = lvs or self.pool(volume)

@@ -9,7 +9,7 @@ at each available or in-use replicated volume of the backend:
 
 * fewer copies found than its type promises (a target does not answer,
   or none holds the copy: lost, made anew at the volume's next attach,
-  see :meth:`replication.Replicas.replace_lost`): degraded;
+  see :meth:`replica_counts.Counts.replace_lost`): degraded;
 * every copy there, on a volume already marked: the copies' RAID
   superblocks (a ``spdk_dd`` read of 4 KiB each) tell whether one still
   lacks writes. It stays degraded until its compute host has rebuilt
@@ -31,6 +31,7 @@ from cinder import objects
 from oslo_log import log
 
 from cinder_spdk_vhost import locks
+from cinder_spdk_vhost import replica_type
 from spdk_vhost_core import exception as rpc_exc
 
 LOG = log.getLogger(__name__)
@@ -59,7 +60,7 @@ class Health(object):
         for volume in objects.VolumeList.get_all(
                 ctxt, filters=dict(self.filters, status=list(SURVEYED))):
             try:
-                wanted = self.replicas.copies(volume)
+                wanted = replica_type.copies(volume)
                 if wanted == 1:
                     continue
                 problem = self._problem(volume, wanted, silent)
@@ -87,7 +88,8 @@ class Health(object):
             return None
         with locks.locked(locks.vlock(volume.id)):
             lvol = self.replicas.pools.get(volume)
-            _heads, stale = self.replicas.superblocks(volume, lvol, held)
+            _heads, stale = self.replicas.sync.superblocks(volume, lvol,
+                                                           held)
         if not stale:
             return None
         where = {lvol.uuid: self.replicas.target_id}

@@ -13,7 +13,6 @@ import time
 
 from os_brick import exception as brick_exception
 from os_brick.initiator.connectors import base
-from oslo_concurrency import lockutils
 from oslo_config import cfg
 from oslo_log import log
 from oslo_utils import excutils
@@ -24,6 +23,7 @@ from os_brick_connector import connector_errors as errors
 from os_brick_connector import controller_saver
 from os_brick_connector import frontend_qos
 from os_brick_connector import host_identity
+from os_brick_connector import host_lock
 from os_brick_connector import numa
 from os_brick_connector import options
 from os_brick_connector import privileged
@@ -38,9 +38,8 @@ LOG = log.getLogger(__name__)
 
 PROTOCOL = 'SPDK_VHOST'
 DEVICE_TYPE = 'vhost_user_blk'
-_LOCK = 'spdk-vhost-connector'
-#: One connector call at a time on this host (external: Nova workers).
-synchronized = lockutils.synchronized(_LOCK, external=True)
+#: One connector call at a time on this host (see host_lock).
+synchronized = host_lock.synchronized
 
 
 def default_conf():

@@ -6,6 +6,7 @@ through it only, checked once when it is parsed.
 """
 
 import collections.abc
+import functools
 import hashlib
 import re
 
@@ -155,7 +156,10 @@ class ConnectionProperties(collections.abc.Mapping):
     def qos_specs(self):
         return self._data.get('qos_specs')
 
-    @property
+    @functools.cached_property
     def replicas(self):
-        """A replicated volume's replica dicts; None for any other."""
+        """A replicated volume's :class:`~replicas.Replica` list; else None.
+
+        Parsed once, at the first use.
+        """
         return replicas.replicas(self._data)

@@ -105,8 +105,46 @@ def _check_distinct(replicas):
         exports[export] = index
 
 
+class Replica(object):
+    """One entry of ``replicas``, parsed: a copy's export and its target.
+
+    Read through its attributes (``target_id``, ``transport``, ``nqn``,
+    ``traddr``, ``trsvcid``, ``adrfam``, ``ns_id``, ``host_nqn``,
+    ``dhchap_key``, ``dhchap_ctrlr_key``: None when absent, ``ns_id``
+    1), so that no caller reads the wire format's dict; os-brick's
+    ``NVMeOFConnProps`` parses its ``volume_replicas`` the same way.
+    """
+
+    def __init__(self, data):
+        self._data = dict(data)
+        get = self._data.get
+        self.target_id = get(TARGET_ID)
+        self.transport = get('transport')
+        self.nqn, self.traddr, self.trsvcid = (get('nqn'), get('traddr'),
+                                               get('trsvcid'))
+        self.adrfam, self.host_nqn = get('adrfam'), get('host_nqn')
+        self.ns_id = get('ns_id', 1)
+        self.dhchap_key = get('dhchap_key')
+        self.dhchap_ctrlr_key = get('dhchap_ctrlr_key')
+
+    def __repr__(self):
+        return 'Replica(%s: %s@%s)' % (self.target_id, self.nqn, self.traddr)
+
+    def remote(self, volume_id):
+        """The properties of a single remote volume ``volume_id`` on it.
+
+        What the NVMe-oF initiator attaches: this replica's keys, as a
+        single remote volume has them at the top level.
+        """
+        return dict(self._data, volume_id=volume_id)
+
+    def to_wire(self):
+        """The dict it was parsed from, for new connection properties."""
+        return dict(self._data)
+
+
 def replicas(props):
-    """The replica dicts of ``props`` (a mapping), or None if unreplicated."""
+    """The :class:`Replica` s of ``props``; None if unreplicated."""
     if props.get('transport') != REPLICATED:
         return None
-    return list(props.get(KEY) or ())
+    return tuple(Replica(replica) for replica in props.get(KEY) or ())

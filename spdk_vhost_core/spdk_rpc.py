@@ -39,6 +39,7 @@ class _Unread(Exception):
 class SpdkClient(spdk_rpc_bdev.FrameworkMethods,
                  spdk_rpc_bdev.BdevMethods,
                  spdk_rpc_bdev.LvolMethods,
+                 spdk_rpc_bdev.RaidMethods,
                  spdk_rpc_export.VhostMethods,
                  spdk_rpc_export.NvmfMethods,
                  spdk_rpc_export.NvmeMethods,

@@ -1,4 +1,4 @@
-"""Typed SPDK RPCs about the target itself, bdevs and logical volumes.
+"""Typed SPDK RPCs about the target itself, bdevs, lvols and RAIDs.
 
 Mixins of :class:`spdk_vhost_core.spdk_rpc.SpdkClient`, which provides
 ``call()``. Method and parameter names are SPDK v26's; optional arguments
@@ -61,6 +61,10 @@ class BdevMethods(object):
             raise exception.NotFound('bdev_get_bdevs', params, -19,
                                      'No such device')
         return bdevs
+
+    def bdev_wait_for_examine(self):
+        """Return once every bdev module has examined every bdev."""
+        return self.call('bdev_wait_for_examine')
 
     def bdev_aio_create(self, filename, name, block_size=None,
                         readonly=None, fallocate=None, uuid=None):
@@ -151,3 +155,45 @@ class LvolMethods(object):
         """
         return self.call('bdev_lvol_check_shallow_copy',
                          rpc_params(operation_id=operation_id))
+
+
+class RaidMethods(object):
+    """RAID bdevs: a replicated volume's mirror, a local volume's layer.
+
+    Parameters as SPDK v26.05's ``module/bdev/raid/bdev_raid_rpc.c``
+    decodes them.
+    """
+
+    def bdev_raid_get_bdevs(self, category='all'):
+        """The RAIDs in ``category``: all, online, configuring, offline."""
+        return self.call('bdev_raid_get_bdevs',
+                         rpc_params(category=category))
+
+    def bdev_raid_create(self, name, raid_level, base_bdevs,
+                         strip_size_kb=None, uuid=None, superblock=None):
+        """Create RAID ``name``; ``superblock`` writes one on each member.
+
+        A member that does not exist yet is waited for: the RAID is
+        configured once examine finds the last one.
+        """
+        return self.call('bdev_raid_create', rpc_params(
+            name=name, raid_level=raid_level, strip_size_kb=strip_size_kb,
+            base_bdevs=base_bdevs, uuid=uuid, superblock=superblock))
+
+    def bdev_raid_delete(self, name, clear_sb=None):
+        """Delete RAID ``name``; ``clear_sb`` wipes its members' superblocks.
+
+        Without it they stay: a mirror assembles again from them.
+        """
+        return self.call('bdev_raid_delete',
+                         rpc_params(name=name, clear_sb=clear_sb))
+
+    def bdev_raid_add_base_bdev(self, raid_bdev, base_bdev):
+        """Add member ``base_bdev`` to ``raid_bdev``; a mirror rebuilds it."""
+        return self.call('bdev_raid_add_base_bdev', rpc_params(
+            raid_bdev=raid_bdev, base_bdev=base_bdev))
+
+    def bdev_raid_remove_base_bdev(self, name):
+        """Take member ``name`` out of the RAID that holds it."""
+        return self.call('bdev_raid_remove_base_bdev',
+                         rpc_params(name=name))

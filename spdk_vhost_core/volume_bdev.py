@@ -52,8 +52,7 @@ def config_entry(bdev, base):
 
 def create(client, bdev, base):
     """Create layer ``bdev`` on ``base`` (a bdev's canonical name)."""
-    entry = config_entry(bdev, base)
-    client.call(entry['method'], entry['params'])
+    client.bdev_raid_create(**config_entry(bdev, base)['params'])
 
 
 def _raids(client):
@@ -62,7 +61,7 @@ def _raids(client):
     Empty on a target without the raid module's RPCs.
     """
     try:
-        return client.call('bdev_raid_get_bdevs', {'category': 'all'})
+        return client.bdev_raid_get_bdevs()
     except spdk_exc.MethodNotFound:
         return []
 
@@ -90,7 +89,7 @@ def delete(client, bdev):
     Returns whether it existed.
     """
     try:
-        client.call('bdev_raid_delete', {'name': bdev})
+        client.bdev_raid_delete(bdev)
     except spdk_exc.NotFound:
         return False
     return True

@@ -210,8 +210,7 @@ def leaks(storage, compute):
     found['nvme controllers'] = [
         c['name'] for c in compute.bdev_nvme_get_controllers()]
     # The single-member raid0 a local attach puts in front of an lvol.
-    found['raid bdevs'] = [r['name'] for r in compute.call(
-        'bdev_raid_get_bdevs', {'category': 'all'})]
+    found['raid bdevs'] = [r['name'] for r in compute.bdev_raid_get_bdevs()]
     return found
 
 

@@ -180,13 +180,16 @@ class SystemdUnitTest(base.TestCase):
         self.assertEqual(sorted(list(UNITS) + list(COMMAND_UNITS)), units)
 
     def test_watcher_unit_runs_the_watch_command(self):
-        from os_brick_connector import replicas_cmd
+        from nova_vhost_user import replicas_cmd
         name = 'spdk-vhost-replicas-watch.service'
         [cmd] = [v for _s, k, v in _unit_lines(self.unit_path(name))
                  if k == 'ExecStart']
         args = shlex.split(cmd)
         self.assertEqual(COMMAND_UNITS[name], os.path.basename(args[0]))
         self.assertIn('%s = ' % COMMAND_UNITS[name], _setup_cfg())
+        # The console script runs the module parsed below.
+        self.assertIn('%s = %s:main' % (COMMAND_UNITS[name],
+                                        replicas_cmd.__name__), _setup_cfg())
         parsed = replicas_cmd.parse_args(args[1:])
         self.assertEqual(('watch', ['/etc/nova/nova.conf'], 10.0),
                          (parsed.command, parsed.config_file,

@@ -39,7 +39,7 @@ class TestReplicatedProperties(base.TestCase):
     def test_two_and_three_replicas(self):
         parsed = properties.ConnectionProperties(props())
         self.assertEqual(['storage-a', 'storage-b'],
-                         [r['target_id'] for r in parsed.replicas])
+                         [r.target_id for r in parsed.replicas])
         self.assertFalse(parsed.is_remote)
         self.assertFalse(parsed.is_local)
         three = props(replica('a', '192.0.2.1'), replica('b', '192.0.2.2'),

@@ -27,14 +27,15 @@ from oslo_config import fixture as config_fixture
 from cinder_spdk_vhost import dd
 from cinder_spdk_vhost import peers
 from cinder_spdk_vhost import replica_health as health
-from cinder_spdk_vhost import replication
+from cinder_spdk_vhost import replica_type
 from cinder_spdk_vhost import rollback
 from cinder_spdk_vhost import superblock
+from nova_vhost_user import replicas_cmd
 from os_brick_connector import connector
+from os_brick_connector import mirror
+from os_brick_connector import mirror_repair
 from os_brick_connector import options
 from os_brick_connector import privileged
-from os_brick_connector import replicas as mirror
-from os_brick_connector import replicas_cmd
 from spdk_vhost_core import replicas as wire
 from spdk_vhost_core import spdk_rpc
 from testbed import net
@@ -99,14 +100,14 @@ class ReplicatedTestCase(test_driver.DriverTestCase):
     def replicated(self, copies=2, qos=None):
         """A volume type asking for ``copies`` copies of each volume."""
         return self.make_type(qos, extra_specs={
-            replication.EXTRA_SPEC: str(copies)})
+            replica_type.EXTRA_SPEC: str(copies)})
 
     def copies(self, volume):
         """Target id -> the volume's lvol there, on every target."""
         found = {}
         for target_id, target, name in [
                 ('storage-target', self.target, volume.name)] + [
-                (tid, self.peers[sec], replication.replica_name(volume.id))
+                (tid, self.peers[sec], replica_type.replica_name(volume.id))
                 for sec, (tid, _size) in PEERS.items()]:
             lvols = [lvol for lvol in target.rpc(
                 'bdev_lvol_get_lvols', {'lvs_name': base.LVS})
@@ -588,7 +589,7 @@ class CloneTest(WrittenTestCase):
         self.driver.initialize_connection(volume, self.host)
         client = self.connector.client
         # Repair is a no-op until the NVMe controller has reconnected.
-        self.wait_for(lambda: mirror.repair(
+        self.wait_for(lambda: mirror_repair.repair(
             client, props, self.connector.conf)['state'] == mirror.ONLINE,
             timeout=120)
         self.driver.create_snapshot(snapshot)

@@ -33,9 +33,9 @@ from oslo_config import fixture as config_fixture
 from oslo_log import log as logging
 from oslo_serialization import jsonutils
 
+from nova_vhost_user import replicas_cmd
 from os_brick_connector import connector_errors
-from os_brick_connector import replicas
-from os_brick_connector import replicas_cmd
+from os_brick_connector import mirror
 from spdk_vhost_core import replicas as wire
 from testbed.guest import pty_console
 from testbed.guest import qemu
@@ -420,7 +420,7 @@ class LiveMigrationTest(base.TestCase):
         volume_id, conn_a, console = self.boot_writing_two_copies(inst)
         source = targets.client_of(self, a.target)
         self.replica.kill()
-        self.wait_state(source, volume_id, replicas.DEGRADED)
+        self.wait_state(source, volume_id, mirror.DEGRADED)
         # Room for a whole copy: the rebuild writes every block.
         third = targets.storage(self, 'storage-c', size_mib=2048)
         self.cinder.call('restart', replica_targets=[self.peer(
@@ -433,7 +433,7 @@ class LiveMigrationTest(base.TestCase):
                          self.admitted('replica-' + volume_id, third))
         migrate_data = self.pre_live_migration(inst, b, conn)
         dest = targets.client_of(self, b.target)
-        self.assertEqual([replicas.NO_GUEST], self.watch(dest, volume_id))
+        self.assertEqual([mirror.NO_GUEST], self.watch(dest, volume_id))
 
         # Slow enough (256 MiB of guest memory: some seconds) to look at
         # the destination while the guest moves.
@@ -443,10 +443,10 @@ class LiveMigrationTest(base.TestCase):
             self.migrate(inst, a, b, migrate_data)))
         thread.start()
         self.addCleanup(thread.join, MIGRATE_DEADLINE)
-        self.wait_for(lambda: replicas.guest(dest, volume_id) ==
-                      replicas.INCOMING, 'QEMU connected at the destination',
+        self.wait_for(lambda: mirror.guest(dest, volume_id) ==
+                      mirror.INCOMING, 'QEMU connected at the destination',
                       interval=0.05)
-        self.assertEqual([replicas.INCOMING], self.watch(dest, volume_id))
+        self.assertEqual([mirror.INCOMING], self.watch(dest, volume_id))
         thread.join(MIGRATE_DEADLINE)
         [(elapsed, stats, dom)] = moved
         self.log_figures('two copies, one made anew', elapsed, stats)
@@ -457,17 +457,17 @@ class LiveMigrationTest(base.TestCase):
                          connector=self.connector_a)
 
         # The guest runs here: the watcher adds the new copy, rebuilt.
-        self.wait_for(lambda: replicas.guest(dest, volume_id) ==
-                      replicas.RUNNING, 'the guest started at the '
+        self.wait_for(lambda: mirror.guest(dest, volume_id) ==
+                      mirror.RUNNING, 'the guest started at the '
                       'destination')
         self.assertEqual([], self.watch(dest, volume_id))
-        self.wait_state(dest, volume_id, replicas.ONLINE)
+        self.wait_state(dest, volume_id, mirror.ONLINE)
         console = self.console(dom)
         self.check_data(console, writer_stopped=False)
         self.storage.kill()
         self.check_data(console, writer_stopped=True)
-        state = replicas.status(dest, volume_id)
-        self.assertEqual((replicas.DEGRADED, [replicas.member_controller(
+        state = mirror.status(dest, volume_id)
+        self.assertEqual((mirror.DEGRADED, [mirror.member_controller(
             volume_id, 'storage-c') + 'n1']),
             (state['state'], state['members']))
 
@@ -493,7 +493,7 @@ class LiveMigrationTest(base.TestCase):
             time.sleep(interval)
 
     def wait_state(self, client, volume_id, state):
-        self.wait_for(lambda: replicas.status(client, volume_id)['state']
+        self.wait_for(lambda: mirror.status(client, volume_id)['state']
                       == state, 'volume %s not %s' % (volume_id, state))
 
     def test_aborted_migration_rolls_back(self):

@@ -18,8 +18,9 @@ import time
 import fixtures
 from testtools import content
 
-from os_brick_connector import replicas
-from os_brick_connector import replicas_cmd
+from nova_vhost_user import replicas_cmd
+from os_brick_connector import mirror
+from os_brick_connector import mirror_repair
 from spdk_vhost_core import reconnect
 from spdk_vhost_core import saved_config
 from testbed.guest import qemu
@@ -35,7 +36,7 @@ DEGRADED = (2048 * KIB, 1024 * KIB)
 
 
 def member(volume_id, target):
-    return replicas.member_controller(volume_id, target) + 'n1'
+    return mirror.member_controller(volume_id, target) + 'n1'
 
 
 def sha(token, length):
@@ -110,8 +111,8 @@ class RepairCase(base.StorageRestartCase):
         """Until the rebuild ends; prints how long it took."""
         start = time.monotonic()
         while time.monotonic() - start < timeout:
-            state = replicas.status(self.client, VOLUME)
-            if state['state'] == replicas.ONLINE:
+            state = mirror.status(self.client, VOLUME)
+            if state['state'] == mirror.ONLINE:
                 print('rebuild of %d MiB: %.2f s (polled every 0.1 s)'
                       % (self.volume_mib(), time.monotonic() - start))
                 return state
@@ -133,7 +134,7 @@ class RepairCase(base.StorageRestartCase):
                          self.read_sha(guest, *base.KEPT))
         self.assertEqual(sha('degraded', DEGRADED[1]),
                          self.read_sha(guest, *DEGRADED))
-        state = replicas.status(self.client, VOLUME)
+        state = mirror.status(self.client, VOLUME)
         self.assertEqual(('degraded', [survivor + 'n1']),
                          (state['state'], state['members']))
 
@@ -145,7 +146,7 @@ class TestRepair(RepairCase):
         saved_config.ConfigSaver(self.second, self.second_saved).save()
         info, guest = self.guest_on(props)
         self.lose_second(guest)
-        second = replicas.member_controller(VOLUME, 'storage-b')
+        second = mirror.member_controller(VOLUME, 'storage-b')
         # Its storage target still away: nothing to do, still degraded.
         code, out = self.command('repair', VOLUME, '--properties',
                                  self.props_file(props))
@@ -156,7 +157,7 @@ class TestRepair(RepairCase):
         # and reconnects; its namespace is out of the RAID until repaired.
         spdk_target.wait_nvme_enabled(self.client, second)
         self.assertEqual('degraded',
-                         replicas.status(self.client, VOLUME)['state'])
+                         mirror.status(self.client, VOLUME)['state'])
         code, out = self.command('repair', VOLUME)
         self.assertEqual(0, code, out)
         self.wait_online()
@@ -178,7 +179,7 @@ class TestRepair(RepairCase):
         saved_config.ConfigSaver(self.second, self.second_saved).save()
         info = self.connect(props)
         self.second_target.kill()
-        second = replicas.member_controller(VOLUME, 'storage-b')
+        second = mirror.member_controller(VOLUME, 'storage-b')
         for _attempt in range(60):
             if second not in self.nvme_names():
                 break
@@ -187,7 +188,7 @@ class TestRepair(RepairCase):
         # No I/O since the loss: SPDK still counts the member until the
         # controller goes, then the slot is empty.
         self.assertEqual('degraded',
-                         replicas.status(self.client, VOLUME)['state'])
+                         mirror.status(self.client, VOLUME)['state'])
         self.second.close()
         self.second_target.start()
         code, out = self.command('repair', VOLUME, '--properties',
@@ -215,14 +216,14 @@ class TestReplace(RepairCase):
         """The old replica still in sync leaves the RAID first."""
         props = self.replicated()
         info = self.connect(props)
-        new_props = replicas.replace(self.client, props, 'storage-b',
-                                     self.third_member(), self.conf)
+        new_props = mirror_repair.replace(self.client, props, 'storage-b',
+                                          self.third_member(), self.conf)
         self.wait_online()
         self.assertEqual(
             sorted(member(VOLUME, target)
                    for target in ('storage-a', 'storage-c')),
-            sorted(replicas.status(self.client, VOLUME)['members']))
-        self.assertNotIn(replicas.member_controller(VOLUME, 'storage-b'),
+            sorted(mirror.status(self.client, VOLUME)['members']))
+        self.assertNotIn(mirror.member_controller(VOLUME, 'storage-b'),
                          self.nvme_names())
         self.connector.disconnect_volume(new_props, info)
         self.assert_nothing_left()
@@ -231,14 +232,14 @@ class TestReplace(RepairCase):
         props = self.replicated()
         info, guest = self.guest_on(props)
         self.lose_second(guest)
-        new_props = replicas.replace(self.client, props, 'storage-b',
-                                     self.third_member(), self.conf)
+        new_props = mirror_repair.replace(self.client, props, 'storage-b',
+                                          self.third_member(), self.conf)
         self.assertEqual(['storage-a', 'storage-c'],
                          [r['target_id'] for r in new_props['replicas']])
         self.wait_online()
-        new = replicas.member_controller(VOLUME, 'storage-c')
+        new = mirror.member_controller(VOLUME, 'storage-c')
         self.assertEqual(
-            sorted([replicas.member_controller(VOLUME, 'storage-a'), new]),
+            sorted([mirror.member_controller(VOLUME, 'storage-a'), new]),
             sorted(self.nvme_names()))
 
         self.kill_first_and_read(guest, new)

@@ -22,7 +22,7 @@ import fixtures
 
 from os_brick_connector import connector
 from os_brick_connector import connector_errors as errors
-from os_brick_connector import replicas
+from os_brick_connector import mirror
 from spdk_vhost_core import replicas as wire
 from spdk_vhost_core import saved_config
 from testbed.guest import qemu
@@ -75,12 +75,11 @@ class ReplicaTestCase(test_faults.TcpCase):
                 'block_size': 512, 'numa_node': 0}
 
     def member_names(self, volume_id=VOLUME):
-        return sorted(replicas.member_controller(volume_id, target)
+        return sorted(mirror.member_controller(volume_id, target)
                       for target in ('storage-a', 'storage-b'))
 
     def raid_names(self):
-        return [raid['name'] for raid in self.client.call(
-            'bdev_raid_get_bdevs', {'category': 'all'})]
+        return [raid['name'] for raid in self.client.bdev_raid_get_bdevs()]
 
     def bdev_names(self):
         return [name for name in spdk_target.bdev_names(self.client)
@@ -121,7 +120,7 @@ class TestAssembly(ReplicaTestCase):
         # The mirror is named after the volume: the guest's disk serial.
         self.assertEqual(VOLUME, ctrl['backend_specific']['block']['bdev'])
         self.assertEqual(self.member_names(), sorted(self.nvme_names()))
-        raid = replicas.find(self.client, VOLUME)
+        raid = mirror.find(self.client, VOLUME)
         self.assertEqual(('raid1', True, 'online'),
                          (raid['raid_level'], raid['superblock'],
                           raid['state']))
@@ -129,26 +128,26 @@ class TestAssembly(ReplicaTestCase):
             {'state': 'online', 'replicas': 2, 'missing': 0,
              'rebuilding': None,
              'members': [name + 'n1' for name in self.member_names()]},
-            dict(replicas.status(self.client, VOLUME),
-                 members=sorted(replicas.status(self.client,
-                                                VOLUME)['members'])))
+            dict(mirror.status(self.client, VOLUME),
+                 members=sorted(mirror.status(self.client,
+                                              VOLUME)['members'])))
         # Idempotent: the same controller, nothing more.
         self.assertEqual(info, self.connector.connect_volume(props))
         self.assertEqual(2, len(self.nvme_names()))
 
         self.connector.disconnect_volume(props, info)
-        self.assertIsNone(replicas.status(self.client, VOLUME))
+        self.assertIsNone(mirror.status(self.client, VOLUME))
         self.assert_nothing_left()
 
     def test_superblock_reassembles_on_reattach(self):
         """A second attach finds the mirror its superblocks describe."""
         props = self.replicated()
         info = self.connect(props)
-        first = replicas.find(self.client, VOLUME)['uuid']
+        first = mirror.find(self.client, VOLUME)['uuid']
         self.connector.disconnect_volume(props, info)
         self.assert_nothing_left()
         info = self.connect(props)
-        raid = replicas.find(self.client, VOLUME)
+        raid = mirror.find(self.client, VOLUME)
         self.assertEqual((first, 'online', 2),
                          (raid['uuid'], raid['state'],
                           raid['num_base_bdevs_discovered']))
@@ -164,11 +163,9 @@ class TestAssembly(ReplicaTestCase):
                 'name': name, 'num_blocks': 16384, 'block_size': 512})
             self.addCleanup(self.client.call, 'bdev_malloc_delete',
                             {'name': name})
-        self.client.call('bdev_raid_create', {
-            'name': VOLUME, 'raid_level': 'raid1',
-            'base_bdevs': foreign, 'superblock': True})
-        self.addCleanup(self.client.call, 'bdev_raid_delete',
-                        {'name': VOLUME})
+        self.client.bdev_raid_create(VOLUME, 'raid1', foreign,
+                                     superblock=True)
+        self.addCleanup(self.client.bdev_raid_delete, VOLUME)
         self.assertRaises(errors.ReplicaMismatch,
                           self.connector.connect_volume, props)
         self.assertEqual([], self.controller_names())
@@ -191,13 +188,13 @@ class TestComputeRestart(ReplicaTestCase):
         props = self.replicated()
         info = saving.connect_volume(props)
         self.addCleanup(self._cleanup_controller, info['controller'])
-        first = replicas.find(self.client, VOLUME)['uuid']
+        first = mirror.find(self.client, VOLUME)['uuid']
         self.client.close()
         self.target.restart(crash=True)
         # SPDK saved the NVMe attaches, not the RAID: examine made it.
         ctrl = self.controller(info['controller'])
         self.assertEqual(VOLUME, ctrl['backend_specific']['block']['bdev'])
-        raid = replicas.find(self.client, VOLUME)
+        raid = mirror.find(self.client, VOLUME)
         self.assertEqual((first, 'online', 2),
                          (raid['uuid'], raid['state'],
                           raid['num_base_bdevs_discovered']))
@@ -232,8 +229,7 @@ class StorageRestartCase(ReplicaTestCase):
         namespaces = [ns['name'] for sub in
                       self.second.call('nvmf_get_subsystems')
                       for ns in sub.get('namespaces', ())]
-        raids = [raid['name'] for raid in self.second.call(
-            'bdev_raid_get_bdevs', {'category': 'all'})]
+        raids = [raid['name'] for raid in self.second.bdev_raid_get_bdevs()]
         return namespaces, raids
 
 
@@ -273,7 +269,7 @@ class TestAssemblyFaults(ReplicaTestCase):
         self.assert_nothing_left()
         # And Nova's retry succeeds.
         info = self.faulty.connect_volume(props)
-        self.assertEqual(VOLUME, replicas.find(self.client, VOLUME)['name'])
+        self.assertEqual(VOLUME, mirror.find(self.client, VOLUME)['name'])
         self.faulty.disconnect_volume(props, info)
         self.assert_nothing_left()
 
@@ -331,9 +327,9 @@ class TestReplicaLoss(ReplicaTestCase):
         print('replica loss: longest guest write stall %s ms, %s writes'
               % (stopped['writer.max_gap_ms'], stopped['writer.writes']))
 
-        state = replicas.status(self.client, VOLUME)
+        state = mirror.status(self.client, VOLUME)
         self.assertEqual('degraded', state['state'])
-        self.assertEqual([replicas.member_controller(VOLUME, 'storage-a')
+        self.assertEqual([mirror.member_controller(VOLUME, 'storage-a')
                           + 'n1'], state['members'])
         # Every block the writer wrote, and the first pattern, intact.
         block = qemu.pattern_bytes('mirror', BLOCK)

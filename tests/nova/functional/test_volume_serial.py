@@ -101,8 +101,7 @@ class SerialCase(base.TestCase):
         return ctrl['backend_specific']['block']['bdev']
 
     def raids(self):
-        return sorted(r['name'] for r in self.client.call(
-            'bdev_raid_get_bdevs', {'category': 'all'}))
+        return sorted(r['name'] for r in self.client.bdev_raid_get_bdevs())
 
     def nvme_names(self):
         return sorted(c['name']

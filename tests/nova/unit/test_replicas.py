@@ -6,21 +6,33 @@ slot with ``name`` null. The functional tests check them on real SPDK.
 """
 
 import io
+import os
+import subprocess
+import sys
 
+import fixtures
 from oslo_config import cfg
+from oslo_config import fixture as config_fixture
+import testtools
 
+from nova_vhost_user import replicas_cmd
 from os_brick_connector import conf_check
+from os_brick_connector import connector
 from os_brick_connector import connector_errors as errors
+from os_brick_connector import host_lock
+from os_brick_connector import mirror
+from os_brick_connector import mirror_repair
 from os_brick_connector import options
 from os_brick_connector import replicas
-from os_brick_connector import replicas_cmd
 from spdk_vhost_core import exception as spdk_exc
+from spdk_vhost_core import properties
+from spdk_vhost_core import spdk_rpc_bdev
 from tests import base
 
 VOLUME = '6a1c7b8e-0d2f-4c3e-9a51-0a2b3c4d5e6f'
 
 
-class RaidAnswers(object):
+class RaidAnswers(spdk_rpc_bdev.RaidMethods):
     """A client that only answers bdev_raid_get_bdevs."""
 
     def __init__(self, *raids):
@@ -42,10 +54,10 @@ def raid(*members, state='online', total=2):
 class TestNames(base.TestCase):
 
     def test_member_controller_stable_and_safe(self):
-        one = replicas.member_controller(VOLUME, 'tcp:192.0.2.1:4420')
-        self.assertEqual(one, replicas.member_controller(
+        one = mirror.member_controller(VOLUME, 'tcp:192.0.2.1:4420')
+        self.assertEqual(one, mirror.member_controller(
             VOLUME, 'tcp:192.0.2.1:4420'))
-        self.assertNotEqual(one, replicas.member_controller(
+        self.assertNotEqual(one, mirror.member_controller(
             VOLUME, 'tcp:192.0.2.2:4420'))
         self.assertRegex(one, '^%s\\.[0-9a-f]{8}$' % VOLUME)
 
@@ -56,20 +68,20 @@ class TestStatus(base.TestCase):
         self.assertEqual(
             {'state': 'online', 'members': ['a', 'b'], 'replicas': 2,
              'missing': 0, 'rebuilding': None},
-            replicas.status(RaidAnswers(raid('a', 'b')), VOLUME))
+            mirror.status(RaidAnswers(raid('a', 'b')), VOLUME))
         self.assertEqual(
             {'state': 'degraded', 'members': ['a'], 'replicas': 2,
              'missing': 1, 'rebuilding': None},
-            replicas.status(RaidAnswers(raid('a', None)), VOLUME))
+            mirror.status(RaidAnswers(raid('a', None)), VOLUME))
         self.assertEqual(
             'degraded',
-            replicas.status(RaidAnswers(raid('a', 'b', None, total=3)),
-                            VOLUME)['state'])
+            mirror.status(RaidAnswers(raid('a', 'b', None, total=3)),
+                          VOLUME)['state'])
         self.assertEqual(
             'offline',
-            replicas.status(RaidAnswers(raid('a', None, state='configuring')),
-                            VOLUME)['state'])
-        self.assertIsNone(replicas.status(RaidAnswers(), VOLUME))
+            mirror.status(RaidAnswers(raid('a', None, state='configuring')),
+                          VOLUME)['state'])
+        self.assertIsNone(mirror.status(RaidAnswers(), VOLUME))
 
     def test_rebuild_is_not_in_sync(self):
         answer = raid('a', 'b')
@@ -78,7 +90,7 @@ class TestStatus(base.TestCase):
         self.assertEqual(
             {'state': 'degraded', 'members': ['a'], 'replicas': 2,
              'missing': 0, 'rebuilding': {'member': 'b', 'percent': 25}},
-            replicas.status(RaidAnswers(answer), VOLUME))
+            mirror.status(RaidAnswers(answer), VOLUME))
 
 
 def connector_conf(**overrides):
@@ -95,7 +107,7 @@ class TestReplicaSettings(base.TestCase):
     def test_replicas_attach_with_their_own(self):
         conf = connector_conf(nvme_replica_fast_io_fail_timeout_sec=3,
                               nvme_replica_reconnect_delay_sec=2)
-        seen = replicas.replica_conf(conf)
+        seen = mirror.replica_conf(conf)
         self.assertEqual((-1, 2, 3), (seen.nvme_ctrlr_loss_timeout_sec,
                                       seen.nvme_reconnect_delay_sec,
                                       seen.nvme_fast_io_fail_timeout_sec))
@@ -281,15 +293,15 @@ def replicated():
 
 
 def member(target):
-    return replicas.member_controller(VOLUME, target) + 'n1'
+    return mirror.member_controller(VOLUME, target) + 'n1'
 
 
 class TestReplaceRefused(base.TestCase):
     """Refusals come before anything changes on the target."""
 
     def replace(self, client, old, new):
-        return replicas.replace(client, replicated(), old, new,
-                                connector_conf())
+        return mirror_repair.replace(client, replicated(), old, new,
+                                     connector_conf())
 
     def test_unknown_old_target(self):
         client = CommandAnswers([])
@@ -318,3 +330,140 @@ class TestReplaceRefused(base.TestCase):
         client = CommandAnswers([])
         self.assertRaises(errors.TargetError, self.replace, client,
                           'storage-b', export('storage-c', 3))
+
+
+class DetachAnswers(CommandAnswers):
+    """Plus bdev_nvme_detach_controller, refused for ``failing``."""
+
+    def __init__(self, raids, failing):
+        super().__init__(raids)
+        self.failing = failing
+        self.detached = []
+
+    def call(self, method, params=None):
+        if method == 'bdev_raid_delete':
+            self.calls.append((method, params))
+            return True
+        return super().call(method, params)
+
+    def bdev_nvme_detach_controller(self, name):
+        self.detached.append(name)
+        if name == self.failing:
+            raise spdk_exc.SpdkRpcError('bdev_nvme_detach_controller',
+                                        code=-1, message='storage away')
+
+
+class TestRelease(base.TestCase):
+    """A detach tries every member, whatever one of them does."""
+
+    def test_a_failed_member_does_not_keep_the_others(self):
+        first = mirror.member_controller(VOLUME, 'storage-a')
+        client = DetachAnswers([raid(member('storage-a'),
+                                     member('storage-b'))], failing=first)
+        err = self.assertRaises(
+            spdk_exc.SpdkRpcError, replicas.release, client,
+            properties.ConnectionProperties(replicated()), connector_conf(),
+            controllers=[])
+        self.assertIn('storage away', str(err))
+        # The mirror went first, then each member was tried.
+        self.assertIn(('bdev_raid_delete', {'name': VOLUME}), client.calls)
+        self.assertEqual(
+            [first, mirror.member_controller(VOLUME, 'storage-b')],
+            client.detached)
+
+
+def locked_elsewhere(path):
+    """Whether a process holds lock file ``path``, as another one sees it."""
+    probe = ('import fcntl, sys\n'
+             'with open(sys.argv[1], "a") as lock:\n'
+             '    try:\n'
+             '        fcntl.lockf(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)\n'
+             '    except OSError:\n'
+             '        sys.exit(1)\n')
+    return subprocess.run([sys.executable, '-c', probe, path]).returncode == 1
+
+
+class LockProbe(CommandAnswers):
+    """Tells, at each member added back, whether the lock was held."""
+
+    def __init__(self, raids, controllers, path):
+        super().__init__(raids, controllers)
+        self.path = path
+        self.held = []
+
+    def call(self, method, params=None):
+        if method == 'bdev_raid_add_base_bdev':
+            self.held.append(locked_elsewhere(self.path))
+        return super().call(method, params)
+
+
+class TestLock(base.TestCase):
+    """Repairs hold the lock nova-compute's connect and disconnect hold."""
+
+    def setUp(self):
+        super().setUp()
+        self.path = os.path.join(cfg.CONF.oslo_concurrency.lock_path,
+                                 host_lock.NAME)
+
+    def lost(self):
+        return LockProbe([raid('a', None)],
+                         [(VOLUME + '.0123abcd', 'enabled')], self.path)
+
+    def test_the_connector_holds_it(self):
+        self.assertTrue(connector.synchronized(
+            lambda: locked_elsewhere(self.path))())
+        self.assertFalse(locked_elsewhere(self.path))
+
+    def test_the_watcher_holds_it_for_each_repair(self):
+        client = self.lost()
+        replicas_cmd.watch_once(client, io.StringIO(), {})
+        self.assertEqual([True], client.held)
+        self.assertFalse(locked_elsewhere(self.path))
+
+    def test_the_repair_command_holds_it(self):
+        client = self.lost()
+        replicas_cmd.main(['repair', VOLUME], client=client,
+                          conf=connector_conf(), out=io.StringIO())
+        self.assertEqual([True], client.held)
+
+    def test_one_way_back_for_both(self):
+        readd = self.useFixture(fixtures.MockPatchObject(
+            mirror_repair, 'readd')).mock
+        replicas_cmd.watch_once(self.lost(), io.StringIO(), {})
+        mirror_repair.repair(CommandAnswers([raid(member('storage-a'),
+                                                  None)]),
+                             replicated(), connector_conf())
+        watcher, repair = [call.args for call in readd.call_args_list]
+        # The watcher knows the members from the target, a repair from
+        # the connection properties.
+        self.assertEqual((VOLUME, None), watcher[1:3])
+        self.assertEqual((VOLUME, VOLUME), (repair[1], repair[2].volume_id))
+
+    def test_without_one_repairs_are_refused_at_once(self):
+        self.useFixture(config_fixture.Config()).config(
+            lock_path=None, group='oslo_concurrency')
+        said = io.StringIO()
+        self.useFixture(fixtures.MonkeyPatch('sys.stderr', said))
+        # Were it not refused, the watcher would run on: 0, not 3.
+        self.useFixture(fixtures.MockPatchObject(replicas_cmd, 'watch',
+                                                 return_value=0))
+        client = self.lost()
+        for argv in (['watch'], ['repair', VOLUME]):
+            self.assertEqual(3, replicas_cmd.main(
+                argv, client=client, conf=connector_conf(),
+                out=io.StringIO()))
+        self.assertEqual([], client.calls)
+        self.assertIn('lock_path', said.getvalue())
+        # Listing needs no lock.
+        self.assertEqual(1, replicas_cmd.main(
+            ['list'], client=client, conf=connector_conf(),
+            out=io.StringIO()))
+
+    @testtools.skipUnless(os.geteuid() == 0, 'chown needs root')
+    def test_its_file_made_here_is_nova_computes(self):
+        locks = self.useFixture(fixtures.TempDir()).path
+        os.chown(locks, 65534, 65534)
+        with host_lock.held(locks):
+            pass
+        found = os.stat(os.path.join(locks, host_lock.NAME))
+        self.assertEqual((65534, 65534), (found.st_uid, found.st_gid))

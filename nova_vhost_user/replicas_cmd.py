@@ -2,21 +2,21 @@
 
 ``spdk-vhost-replicas [list]`` prints one line per replicated volume
 attached here (a RAID1 with a superblock on this host's SPDK target, see
-:mod:`os_brick_connector.replicas`): its state, the replicas in sync,
-what is missing and how far a rebuild got. The exit code is for
-monitoring: 0 when every volume is online, 1 when one is degraded, 2
-when one is offline.
+:mod:`os_brick_connector.mirror`): its state, the members in sync, what
+is missing and how far a rebuild got. The exit code is for monitoring:
+0 when every volume is online, 1 when one is degraded, 2 when one is
+offline.
 
-``spdk-vhost-replicas repair <volume id>`` brings lost replicas back
+``spdk-vhost-replicas repair <volume id>`` brings lost members back
 once their storage target is back. Alone it uses what SPDK still has: a
-lost replica's NVMe controller that reconnected (the default
+lost member's NVMe controller that reconnected (the default
 ``nvme_replica_ctrlr_loss_timeout_sec = -1`` keeps retrying). With
 ``--properties FILE`` (the volume's connection properties as JSON, the
 ``data`` of Nova's connection_info, or all of it) it also attaches again
 a controller SPDK gave up.
 
 ``spdk-vhost-replicas watch`` does that repair by itself: every
-``--interval`` seconds it adds back each lost replica whose NVMe
+``--interval`` seconds it adds back each lost member whose NVMe
 controller has reconnected (its storage target is back) or which is new
 (a copy Cinder made anew), one rebuild at a time per volume, and prints
 a line whenever a volume's state changes
@@ -24,14 +24,19 @@ a line whenever a volume's state changes
 going to the journal). A controller SPDK gave up still needs ``repair
 --properties``.
 
-Both rebuild only where the guest runs (:func:`replicas.guest`): at a
+Both rebuild only where the guest runs (:func:`mirror.guest`): at a
 live migration's destination the source still writes until the switch,
 and a copy rebuilt there before it would miss those writes, so the
 watcher waits for the guest to start there, and ``repair`` refuses while
 a migrating guest's QEMU waits for it. The watcher also leaves a volume
 whose guest is shut off (no QEMU connected), which ``repair`` rebuilds.
+Each repair holds the connector's lock (:mod:`host_lock`), so it never
+races nova-compute attaching or detaching the same volume.
 
-It reads the ``[spdk_vhost]`` options from nova.conf (``--config-file``).
+A compute host's long-running command, so it lives with Nova's side of
+the project rather than in the os-brick connector; it reads the
+``[spdk_vhost]`` options and ``[oslo_concurrency] lock_path`` from
+nova.conf (``--config-file``).
 """
 
 import argparse
@@ -40,58 +45,32 @@ import sys
 import time
 
 from os_brick import exception as brick_exc
+from oslo_concurrency import opts as lock_opts
 from oslo_config import cfg
 
-from os_brick_connector import nvme_initiator
+from os_brick_connector import host_lock
+from os_brick_connector import mirror
+from os_brick_connector import mirror_repair
 from os_brick_connector import options
-from os_brick_connector import replicas
 from spdk_vhost_core import exception as spdk_exc
 from spdk_vhost_core import properties
 from spdk_vhost_core import spdk_rpc
 
-EXIT = {replicas.ONLINE: 0, replicas.DEGRADED: 1, replicas.OFFLINE: 2}
-
-
-def attached(client):
-    """Each replicated volume's RAID1 on this target, by volume id."""
-    return {raid['name']: raid
-            for raid in client.call('bdev_raid_get_bdevs',
-                                    {'category': 'all'})
-            if raid.get('raid_level') == replicas.LEVEL
-            and raid.get('superblock')}
-
-
-def lost_controllers(client, volume_id, state):
-    """The volume's replica controllers whose namespace is out of sync.
-
-    ``[(controller, its NVMe state)]``. A controller SPDK gave up is not
-    there any more: the RAID's empty slots count it. Without the
-    connection properties the namespace is taken to be 1, as Cinder
-    exports every lvol.
-    """
-    prefix = volume_id + '.'
-    in_raid = set(state['members'])
-    if state['rebuilding']:
-        in_raid.add(state['rebuilding']['member'])
-    return [(ctrl['name'], ctrl['ctrlrs'][0].get('state', 'enabled'))
-            for ctrl in client.bdev_nvme_get_controllers()
-            if ctrl['name'].startswith(prefix)
-            and nvme_initiator.namespace_bdev(ctrl['name'], 1)
-            not in in_raid]
+EXIT = {mirror.ONLINE: 0, mirror.DEGRADED: 1, mirror.OFFLINE: 2}
 
 
 def describe(client, volume_id, raid):
     """One volume's state, as the list prints it (and as JSON)."""
-    state = replicas.status(client, volume_id, raid=raid)
+    state = mirror.status(client, volume_id, raid=raid)
     state['volume_id'] = volume_id
-    state['lost'] = lost_controllers(client, volume_id, state)
-    state['guest'] = replicas.guest(client, volume_id)
+    state['lost'] = mirror_repair.out_of_mirror(client, volume_id, state)
+    state['guest'] = mirror.guest(client, volume_id)
     return state
 
 
 def _waiting(state):
     """Whether a rebuild the volume needs waits for its guest to run."""
-    return bool(state['lost']) and state['guest'] != replicas.RUNNING
+    return bool(state['lost']) and state['guest'] != mirror.RUNNING
 
 
 def _line(state):
@@ -113,7 +92,7 @@ def _line(state):
 def list_volumes(client, out, as_json=False):
     """Print every replicated volume; the exit code of the worst."""
     states = [describe(client, name, raid)
-              for name, raid in sorted(attached(client).items())]
+              for name, raid in sorted(mirror.mirrors(client).items())]
     if as_json:
         json.dump(states, out, indent=2, sort_keys=True)
         out.write('\n')
@@ -123,12 +102,10 @@ def list_volumes(client, out, as_json=False):
     return max([EXIT[state['state']] for state in states] or [0])
 
 
-def readd(client, volume_id):
-    """Add back the volume's out-of-sync members whose controller is up."""
-    state = replicas.status(client, volume_id)
-    for name, _nvme_state in lost_controllers(client, volume_id, state):
-        replicas.add_back(client, volume_id, name,
-                          nvme_initiator.namespace_bdev(name, 1))
+def readd(client, volume_id, props=None, conf=None, lock_path=None):
+    """:func:`mirror_repair.readd` under the connector's lock."""
+    with host_lock.held(lock_path):
+        mirror_repair.readd(client, volume_id, props, conf)
 
 
 def _load_properties(path):
@@ -137,30 +114,33 @@ def _load_properties(path):
     return properties.ConnectionProperties(data.get('data', data))
 
 
-def repair(client, conf, volume_id, properties_file=None, out=sys.stdout):
+def repair(client, conf, volume_id, properties_file=None, out=sys.stdout,
+           lock_path=None):
     """The repair subcommand; the exit code of the volume's new state."""
+    props = None
     if properties_file:
         props = _load_properties(properties_file)
         if props.volume_id != volume_id:
             out.write('%s holds volume %s\n'
                       % (properties_file, props.volume_id))
             return 2
-    if replicas.find(client, volume_id) is None:
+    if mirror.find(client, volume_id) is None:
         out.write('%s is not attached here\n' % volume_id)
         return 2
-    if replicas.guest(client, volume_id) == replicas.INCOMING:
+    if mirror.guest(client, volume_id) == mirror.INCOMING:
         out.write('%s: a live migration brings its guest here; the source '
                   'writes until the switch: repair it once the guest runs '
                   'here\n' % volume_id)
         return 1
-    if properties_file:
-        replicas.repair(client, props, conf)
+    if props is not None:
+        with host_lock.held(lock_path):
+            mirror_repair.repair(client, props, conf)
     else:
-        readd(client, volume_id)
-    state = describe(client, volume_id, replicas.find(client, volume_id))
+        readd(client, volume_id, lock_path=lock_path)
+    state = describe(client, volume_id, mirror.find(client, volume_id))
     out.write(_line(state) + '\n')
     # A rebuild under way is a repair that worked.
-    if state['rebuilding'] and state['state'] == replicas.DEGRADED:
+    if state['rebuilding'] and state['state'] == mirror.DEGRADED:
         return 0
     return EXIT[state['state']]
 
@@ -172,41 +152,41 @@ def _change(state):
             _waiting(state) and state['guest'])
 
 
-def watch_once(client, out, seen):
+def watch_once(client, out, seen, lock_path=None):
     """One round of the watcher; ``seen``: volume -> last change, updated.
 
     A volume degraded with no rebuild under way, whose guest runs here,
-    gets its reconnected replicas added back; one SPDK refuses is tried
+    gets its reconnected members added back; one SPDK refuses is tried
     again next round.
     """
-    volumes = attached(client)
+    volumes = mirror.mirrors(client)
     for volume_id in [vid for vid in seen if vid not in volumes]:
         del seen[volume_id]
     for volume_id, raid in sorted(volumes.items()):
         state = describe(client, volume_id, raid)
-        if (state['state'] == replicas.DEGRADED and not state['rebuilding']
-                and state['guest'] == replicas.RUNNING
+        if (state['state'] == mirror.DEGRADED and not state['rebuilding']
+                and state['guest'] == mirror.RUNNING
                 and any(nvme == 'enabled' for _n, nvme in state['lost'])):
             try:
-                readd(client, volume_id)
+                readd(client, volume_id, lock_path=lock_path)
             except spdk_exc.SpdkVhostError as err:
-                out.write('%s: could not add a replica back: %s\n'
+                out.write('%s: could not add a member back: %s\n'
                           % (volume_id, err))
             state = describe(client, volume_id,
-                             replicas.find(client, volume_id))
+                             mirror.find(client, volume_id))
         if seen.get(volume_id) != _change(state):
             seen[volume_id] = _change(state)
             out.write(_line(state) + '\n')
     out.flush()
 
 
-def watch(client, out, interval, rounds=None):
+def watch(client, out, interval, rounds=None, lock_path=None):
     """Run :func:`watch_once` every ``interval`` s (``rounds`` times)."""
     seen = {}
     done = 0
     while rounds is None or done < rounds:
         try:
-            watch_once(client, out, seen)
+            watch_once(client, out, seen, lock_path)
         except spdk_exc.SpdkVhostError as err:
             # The compute target restarting: try again next round.
             out.write('spdk-vhost-replicas watch: %s\n' % err)
@@ -229,11 +209,11 @@ def parse_args(argv):
     listing = sub.add_parser('list', help='every replicated volume; exit '
                              '1 if one is degraded, 2 if one is offline')
     listing.add_argument('--json', action='store_true')
-    fix = sub.add_parser('repair', help='bring lost replicas back')
+    fix = sub.add_parser('repair', help='bring lost members back')
     fix.add_argument('volume_id')
     fix.add_argument('--properties', help='JSON connection properties of '
-                     'the volume, to attach a replica SPDK gave up')
-    watcher = sub.add_parser('watch', help='add back reconnected replicas '
+                     'the volume, to attach a member SPDK gave up')
+    watcher = sub.add_parser('watch', help='add back reconnected members '
                              'by themselves; print each change of state')
     watcher.add_argument('--interval', type=float, default=10.0,
                          help='seconds between rounds (default 10)')
@@ -243,24 +223,32 @@ def parse_args(argv):
 
 
 def load_conf(config_files):
+    """nova.conf's ``[spdk_vhost]`` group, and its lock path (or None)."""
     conf = cfg.ConfigOpts()
     options.register_opts(conf)
+    for group, opts in lock_opts.list_opts():
+        conf.register_opts(opts, group=group)
     conf(args=[], project='nova', default_config_files=config_files or None)
-    return conf[options.GROUP]
+    return conf[options.GROUP], conf.oslo_concurrency.lock_path
 
 
-def main(argv=None, client=None, conf=None, out=sys.stdout):
+def main(argv=None, client=None, conf=None, out=sys.stdout, lock_path=None):
+    """The command; ``conf`` given (tests) keeps ``lock_path`` as given."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
         if conf is None:
-            conf = load_conf(args.config_file)
+            conf, lock_path = load_conf(args.config_file)
+        if args.command in ('watch', 'repair'):
+            # Its repairs hold nova-compute's lock: refused at once if
+            # there is none to hold.
+            lock_path = host_lock.directory(lock_path)
         if client is None:
             client = spdk_rpc.SpdkClient.from_conf(conf)
         if args.command == 'watch':
-            return watch(client, out, args.interval)
+            return watch(client, out, args.interval, lock_path=lock_path)
         if args.command == 'repair':
             return repair(client, conf, args.volume_id, args.properties,
-                          out=out)
+                          out=out, lock_path=lock_path)
         return list_volumes(client, out, getattr(args, 'json', False))
     except (spdk_exc.SpdkVhostError, brick_exc.BrickException, OSError,
             ValueError, cfg.Error) as err:

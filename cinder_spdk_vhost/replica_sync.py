@@ -1,0 +1,84 @@
+"""Which copies of a replicated volume hold every write: superblocks.
+
+The compute host writes to every copy, but a copy its mirror failed
+out, or is still rebuilding, lacks writes; only the mirror knows which,
+and it says so in the RAID1 superblock it keeps at the start of every
+copy (:mod:`superblock`). What must start from a copy that had every
+write (a snapshot, a backup, an upload, a new copy, a retype) reads the
+superblocks first and refuses when they do not prove it; what makes a
+copy another mirror's, or a mirror's anew, wipes them.
+
+Each read or wipe reaches the copy through a scratch NVMe-oF export of
+its own, gone after: a ``spdk_dd`` run of 4 KiB per copy.
+"""
+
+import contextlib
+
+from cinder import exception
+
+from cinder_spdk_vhost import dd
+from cinder_spdk_vhost import pools
+from cinder_spdk_vhost import replica_type
+from cinder_spdk_vhost import rollback
+from cinder_spdk_vhost import superblock
+
+
+class OutOfSync(exception.VolumeBackendAPIException):
+    """A copy lacks writes another copy holds: none can be the source."""
+
+
+class Sync(pools.Part):
+    """The superblocks of a backend's replicated volumes."""
+
+    def __init__(self, pools, replicas):
+        super().__init__(pools)
+        self.replicas = replicas
+
+    @contextlib.contextmanager
+    def _reached(self, exporter, lvol, volume_id):
+        """spdk_dd's way to a copy, through its own export; gone after."""
+        with rollback.Cleanup('reach %s' % lvol.alias) as cleanup:
+            yield dd.scratch_export(exporter, lvol.uuid, volume_id, cleanup,
+                                    lvol.name)
+
+    def head(self, exporter, lvol, volume_id):
+        """The RAID superblock at the start of a copy, or None."""
+        with self._reached(exporter, lvol, volume_id) as (params, secrets):
+            return superblock.parse(dd.read_head(
+                self.conf, params, secrets, superblock.HEAD_BYTES))
+
+    def wipe(self, exporter, lvol, volume_id):
+        """Zero the superblock a copy carries (its source's, or stale)."""
+        with self._reached(exporter, lvol, volume_id) as (params, secrets):
+            dd.zero_head(self.conf, params, secrets, superblock.HEAD_BYTES)
+
+    def superblocks(self, volume, lvol, held):
+        """Every copy's superblock, and the UUIDs of those lacking writes.
+
+        ``lvol``: the own copy; ``held``: :meth:`Replicas.holders`.
+        Costs a ``spdk_dd`` read of 4 KiB per copy.
+        """
+        heads = [self.head(self.exporter, lvol, volume.id)] + [
+            self.head(peer.exporter, copy, volume.id)
+            for peer, copy in held]
+        return heads, superblock.out_of_sync(
+            heads, [lvol.uuid] + [copy.uuid for _p, copy in held])
+
+    def in_sync(self, volume, lvol, held, doing):
+        """Every copy's superblock, once they prove the copies identical.
+
+        Else :class:`OutOfSync`, naming ``doing``.
+        """
+        heads, stale = self.superblocks(volume, lvol, held)
+        if stale:
+            raise OutOfSync(
+                data='volume %s: its copies %s are out of sync; attach it '
+                     'and repair it (spdk-vhost-replicas repair) before '
+                     '%s' % (volume.id, ', '.join(stale), doing))
+        return heads
+
+    def check_in_sync(self, volume, lvol, doing):
+        """Refuse ``doing`` from ``volume``'s own copy ``lvol`` if stale."""
+        if replica_type.copies(volume) > 1:
+            self.in_sync(volume, lvol, self.replicas.every_copy(volume),
+                         doing)
