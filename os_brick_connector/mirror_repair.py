@@ -68,19 +68,23 @@ def readd(client, volume_id, props=None, conf=None):
     With the connection properties ``props`` (and the connector's
     ``conf``), each lost member's NVMe controller is attached again
     first, in case SPDK gave it up; one whose storage target is still
-    away is left as it is, with a warning. Each member still out is
-    added back if its controller is connected (:func:`add_back`).
-    Nothing happens to a volume not attached here (detached meanwhile).
+    away is left as it is, with a warning. Then the first member still
+    out whose controller is connected is added back (:func:`add_back`):
+    SPDK rebuilds one member at a time and refuses another meanwhile, so
+    the others wait for the next repair, once that rebuild ended.
+    Nothing happens to a volume not attached here (detached meanwhile),
+    or while a rebuild runs.
     """
     name = volume_bdev.name(volume_id)
     raid = mirror.find(client, name)
-    if raid is None:
+    if raid is None or mirror.status(None, name, raid=raid)['rebuilding']:
         return
-    for member in _lost(client, raid, volume_id, props):
-        if props is not None and not _attach_again(client, volume_id,
-                                                   member, conf):
-            continue
-        add_back(client, name, member)
+    out = [member for member in _lost(client, raid, volume_id, props)
+           if props is None or _attach_again(client, volume_id, member,
+                                             conf)]
+    for member in out:
+        if add_back(client, name, member):
+            return
 
 
 def _attach_again(client, volume_id, member, conf):

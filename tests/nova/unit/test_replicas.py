@@ -157,8 +157,28 @@ class CommandAnswers(RaidAnswers):
     def call(self, method, params=None):
         self.calls.append((method, params))
         if method == 'bdev_raid_add_base_bdev':
-            return True
+            return self._add_base_bdev(params)
         return super().call(method, params)
+
+    def _add_base_bdev(self, params):
+        """As SPDK: refused while a rebuild runs; else one starts on it."""
+        found = [r for r in self.raids if r['name'] == params['raid_bdev']]
+        if not found:
+            raise spdk_exc.NotFound('bdev_raid_add_base_bdev', params)
+        raid = found[0]
+        if raid.get('process'):
+            raise spdk_exc.NotPermitted('bdev_raid_add_base_bdev', params,
+                                        -1, 'Operation not permitted')
+        slot = [s for s in raid['base_bdevs_list'] if not s['is_configured']]
+        slot[0].update(name=params['base_bdev'], is_configured=True)
+        raid['process'] = {'type': 'rebuild', 'target': params['base_bdev'],
+                           'progress': {'percent': 0}}
+        return True
+
+    def rebuilt(self):
+        """Every rebuild under way ends: its member is in sync."""
+        for raid in self.raids:
+            raid.pop('process', None)
 
     def bdev_nvme_get_controllers(self, name=None):
         found = [ctrl for ctrl in self.controllers
@@ -195,7 +215,8 @@ class TestCommand(base.TestCase):
         client = CommandAnswers([raid('a', None, None, total=3)],
                                 [(back, 'enabled'), (away, 'failed')])
         code, _out = self.run_command(client, 'repair', VOLUME)
-        self.assertEqual(1, code)
+        # Rebuilding: a repair that worked.
+        self.assertEqual(0, code)
         self.assertEqual(
             [{'raid_bdev': VOLUME, 'base_bdev': back + 'n1'}],
             [params for method, params in client.calls
@@ -258,6 +279,27 @@ class TestCommand(base.TestCase):
         # Detached: forgotten, said again if it comes back.
         replicas_cmd.watch_once(CommandAnswers([]), out, seen)
         self.assertEqual({}, seen)
+
+    def test_one_rebuild_at_a_time(self):
+        """SPDK refuses a member while another rebuilds: none is asked."""
+        first, second = VOLUME + '.0123abcd', VOLUME + '.89abcdef'
+        client = CommandAnswers([raid('a', None, None, total=3)],
+                                [(first, 'enabled'), (second, 'enabled')])
+        out, seen = io.StringIO(), {}
+        replicas_cmd.watch_once(client, out, seen)
+        self.assertEqual([first + 'n1'], self.added(client))
+        self.assertIn('rebuilding %sn1 0%%' % first, out.getvalue())
+        code, said = self.run_command(client, 'repair', VOLUME)
+        self.assertEqual((0, [first + 'n1']), (code, self.added(client)))
+        replicas_cmd.watch_once(client, out, seen)
+        self.assertEqual([first + 'n1'], self.added(client))
+
+        client.rebuilt()
+        replicas_cmd.watch_once(client, out, seen)
+        self.assertEqual([first + 'n1', second + 'n1'], self.added(client))
+        client.rebuilt()
+        self.assertEqual((0, '%s online 3/3 in sync\n' % VOLUME),
+                         self.run_command(client, 'list'))
 
     def test_watch_rides_out_an_unreachable_target(self):
         client = FlakyAnswers([raid('a', 'b')])
