@@ -11,7 +11,11 @@ class ErrorPathTest(base.SpdkVhostBaseTest):
 
     @decorators.idempotent_id('e54f9d79-0137-4f13-a1d1-f79071468ac0')
     def test_unsupported_qos_key_fails_the_create(self):
-        # SPDK has no read-only IOPS limit: never a silent drop.
+        # SPDK has no read-only IOPS limit: never a silent drop. The
+        # same type with a limit SPDK has works, so the key alone fails
+        # the create, and on the backend, not for want of one.
+        good_type, _ = self.create_qos_type(total_iops_sec='1000')
+        self.create_volume(volume_type=good_type['name'])
         vol_type, _ = self.create_qos_type(read_iops_sec='1000')
         volume = self.volumes_client.create_volume(
             size=1, volume_type=vol_type['name'],
@@ -19,3 +23,6 @@ class ErrorPathTest(base.SpdkVhostBaseTest):
         self.addCleanup(self.delete_volume, volume['id'])
         waiters.wait_for_volume_resource_status(
             self.volumes_client, volume['id'], 'error')
+        host = self.admin_volumes_client.show_volume(volume['id'])[
+            'volume']['os-vol-host-attr:host']
+        self.assertIsNotNone(host, 'the scheduler found no backend')
