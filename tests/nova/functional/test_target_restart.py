@@ -23,7 +23,6 @@ import os
 import pwd
 import stat
 import threading
-import time
 
 import fixtures
 from oslo_config import cfg
@@ -34,6 +33,7 @@ from os_brick_connector import options
 from os_brick_connector import privileged
 from spdk_vhost_core import saved_config
 from testbed.guest import qemu
+from testbed.guest import writer
 from testbed import net
 from testbed import spdk_target
 from tests import base
@@ -198,18 +198,11 @@ class RestartTestCase(base.TestCase):
         return self.useFixture(QemuUserGuestFixture(
             [qemu.VhostUserDisk(info['path'], 1, reconnect=1)])).guest
 
-    def wait_writes(self, guest, count, timeout=120):
-        """Poll the background writer until it has done more than count."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            status = guest.execute(qemu.writer_status())
-            self.assertEqual('0', status['writer.failures'])
-            if int(status['writer.writes']) > count:
-                return int(status['writer.writes'])
-            time.sleep(0.5)
-        self.fail('guest writer stuck at %s writes; QEMU runs as %s, '
-                  'vhost socket %s' % (count, QEMU_USER,
-                                       socket_access(self.disk)))
+    def wait_writes(self, guest, count):
+        """The writer's count once past ``count``; who QEMU is if not."""
+        return writer.writes(writer.writes_after(
+            guest, count, on_timeout=lambda: 'QEMU runs as %s, vhost socket '
+            '%s' % (QEMU_USER, socket_access(self.disk))))
 
     def assert_pattern(self, guest, where, token):
         offset, length = where
@@ -303,6 +296,25 @@ class TestComputeRestartWithStorageDown(RestartTestCase):
 class TestRacingRestart(RestartTestCase):
     """Attach and detach race a crash: what is left is what they said."""
 
+    def pause_first_controller(self, client):
+        """The first attach to create its controller waits for the crash.
+
+        So the crash lands mid-attach for sure (its first steps done,
+        its controller not made yet), whatever the threads' timing.
+        Returns the events: that attach is paused; the target crashed.
+        """
+        real_call = client.call
+        paused, crashed = threading.Event(), threading.Event()
+
+        def call(method, params=None):
+            if method == 'vhost_create_blk_controller' and not paused.is_set():
+                paused.set()
+                crashed.wait(60)
+            return real_call(method, params)
+        self.useFixture(fixtures.MockPatchObject(client, 'call',
+                                                 side_effect=call))
+        return paused, crashed
+
     def test_attach_and_detach_racing_a_crash(self):
         client = self.compute.client
         volumes = ['%s-%d' % (VOLUME[:-2], n) for n in range(4)]
@@ -317,6 +329,7 @@ class TestRacingRestart(RestartTestCase):
         for volume in attached:
             self.connector.connect_volume(props[volume])
         outcome = {}
+        paused, crashed = self.pause_first_controller(client)
 
         def run(volume, action):
             try:
@@ -332,8 +345,9 @@ class TestRacingRestart(RestartTestCase):
             v, self.connector.connect_volume)) for v in to_attach]
         for thread in threads:
             thread.start()
-        time.sleep(0.05)
+        self.assertTrue(paused.wait(60), 'no attach reached its controller')
         self.compute.crash_and_restart()
+        crashed.set()
         for thread in threads:
             thread.join(120)
         # Once more: whatever survives must be in the saved config.
