@@ -9,13 +9,13 @@ a leak fails the test that caused it.
 """
 
 import atexit
-import time
 
 from cinderclient import exceptions as cinder_exc
 import fixtures
 import testtools
 
 from testbed import spdk_dd
+from testbed import waiting
 from tests import base
 from tests.deployment import deployment
 from tests.deployment import processes
@@ -62,34 +62,34 @@ class DeploymentTestCase(base.TestCase):
 
     def wait_status(self, manager, obj_id, status, timeout=TIMEOUT):
         """Wait for ``status``; any error status fails at once."""
-        deadline = time.monotonic() + timeout
-        while True:
+        kind = manager.resource_class.__name__
+        seen = []
+
+        def reached():
             obj = manager.get(obj_id)
-            if obj.status == status:
-                return obj
+            seen[:] = [obj.status]
             if obj.status.startswith('error') and status != obj.status:
                 self.fail('%s %s went to %s (waiting for %s)'
-                          % (manager.resource_class.__name__, obj_id,
-                             obj.status, status))
-            if time.monotonic() > deadline:
-                self.fail('%s %s is %s after %ss, not %s'
-                          % (manager.resource_class.__name__, obj_id,
-                             obj.status, timeout, status))
-            time.sleep(0.3)
+                          % (kind, obj_id, obj.status, status))
+            return obj if obj.status == status else None
+        return waiting.wait_for('%s %s %s' % (kind, obj_id, status), reached,
+                                timeout, interval=0.3,
+                                on_timeout=lambda: 'status: %s' % seen)
 
     def wait_gone(self, manager, obj_id, timeout=TIMEOUT):
-        deadline = time.monotonic() + timeout
-        while True:
+        seen = []
+
+        def gone():
             try:
                 obj = manager.get(obj_id)
             except cinder_exc.NotFound:
-                return
+                return True
             if obj.status.startswith('error'):
                 self.fail('deleting %s went to %s' % (obj_id, obj.status))
-            if time.monotonic() > deadline:
-                self.fail('%s still %s after %ss' % (obj_id, obj.status,
-                                                     timeout))
-            time.sleep(0.3)
+            seen[:] = [obj.status]
+            return False
+        waiting.wait_for('%s to be gone' % obj_id, gone, timeout,
+                         interval=0.3, on_timeout=lambda: 'status: %s' % seen)
 
     # -- resources, removed at the end of the test -----------------------
 

@@ -24,6 +24,7 @@ from glanceclient import client as glance_client
 from novaclient import client as nova_client
 
 from testbed import net
+from testbed import waiting
 from tests.deployment import backing
 from tests.deployment import cloud_conf
 from tests.deployment import processes
@@ -97,10 +98,10 @@ class ComputeCloud(fixtures.Fixture):
         self._wait_ready(started)
         self._run('nova-manage', '--config-file', self.nova_conf, 'cell_v2',
                   'discover_hosts', '--verbose')
-        processes.wait_for('the compute host in Nova', self._hypervisor_known,
-                           max(1, started + self.start_timeout -
-                               time.monotonic()),
-                           interval=1, on_timeout=self.logs_text)
+        waiting.wait_for('the compute host in Nova', self._hypervisor_known,
+                         max(1, started + self.start_timeout -
+                             time.monotonic()),
+                         interval=1, on_timeout=self.logs_text)
         self.startup_seconds = time.monotonic() - started
 
     def _remove_domains(self):
@@ -246,6 +247,6 @@ class ComputeCloud(fixtures.Fixture):
         deadline = started + self.start_timeout
         for what, check in (('the APIs to listen', self._apis_up),
                             ('nova-compute to report', self._compute_up)):
-            processes.wait_for(what, check,
-                               max(1, deadline - time.monotonic()),
-                               interval=1, on_timeout=self.logs_text)
+            waiting.wait_for(what, check,
+                             max(1, deadline - time.monotonic()),
+                             interval=1, on_timeout=self.logs_text)

@@ -24,6 +24,7 @@ from keystoneauth1 import token_endpoint
 
 from testbed import net
 from testbed import spdk_target
+from testbed import waiting
 from tests.deployment import backing
 from tests.deployment import cinder_conf
 from tests.deployment import cloud_conf
@@ -224,8 +225,8 @@ class CinderDeployment(fixtures.Fixture):
                             ('the scheduler to know the pools',
                              self._pools_known)):
             start = time.monotonic()
-            processes.wait_for(what, check, max(1, deadline - start),
-                               on_timeout=self._logs_text)
+            waiting.wait_for(what, check, max(1, deadline - start),
+                             on_timeout=self._logs_text)
             LOG.info('waited %.1fs for %s', time.monotonic() - start, what)
 
     target_id = TARGET_ID

@@ -16,6 +16,7 @@ import time
 import fixtures
 
 from testbed import net
+from testbed import waiting
 from tests.deployment import processes
 
 NAMES = ('keystone', 'cinder-api-keystone')
@@ -45,18 +46,18 @@ class KeystoneFrontEnd(fixtures.Fixture):
             [processes.console_script('cinder-api'), '--config-file',
              self.conf_path], self.dep.log_path('cinder-api-keystone')))
         self.useFixture(self.keystone)
-        processes.wait_for('keystone to listen', self.keystone.listening,
-                           max(1, deadline - time.monotonic()),
-                           on_timeout=self.logs_text)
+        waiting.wait_for('keystone to listen', self.keystone.listening,
+                         max(1, deadline - time.monotonic()),
+                         on_timeout=self.logs_text)
         self.keystone.add_endpoint(
             'cinderv3', 'volumev3', self.endpoint + '/$(project_id)s')
         # The admin doubles as every service's user; some APIs (glance's
         # image locations) are for the service role only.
         self.keystone.grant('service')
-        processes.wait_for('cinder-api (keystone) to listen',
-                           self._api_listening,
-                           max(1, deadline - time.monotonic()),
-                           on_timeout=self.logs_text)
+        waiting.wait_for('cinder-api (keystone) to listen',
+                         self._api_listening,
+                         max(1, deadline - time.monotonic()),
+                         on_timeout=self.logs_text)
 
     def _cinder_conf(self):
         conf = configparser.ConfigParser(interpolation=None)

@@ -28,6 +28,7 @@ from novaclient import exceptions as nova_exc
 
 from testbed import libvirt_host
 from testbed import spdk_target
+from testbed import waiting
 from tests.deployment import cloud_conf
 from tests.deployment import processes
 
@@ -87,12 +88,12 @@ class MigrationComputes(fixtures.Fixture):
             for host in self.hosts.values():
                 self._start_compute(host, links)
         deadline = started + self.start_timeout
-        processes.wait_for('the migration computes to report', self._up,
-                           max(1, deadline - time.monotonic()), interval=1,
-                           on_timeout=self.logs_text)
-        processes.wait_for('the migration computes in Nova', self._mapped,
-                           max(1, deadline - time.monotonic()), interval=1,
-                           on_timeout=self.logs_text)
+        waiting.wait_for('the migration computes to report', self._up,
+                         max(1, deadline - time.monotonic()), interval=1,
+                         on_timeout=self.logs_text)
+        waiting.wait_for('the migration computes in Nova', self._mapped,
+                         max(1, deadline - time.monotonic()), interval=1,
+                         on_timeout=self.logs_text)
         self.startup_seconds = time.monotonic() - started
 
     def _host(self, name, address):

@@ -7,14 +7,13 @@ over its serial console, and the SPDK target afterwards; each removes
 its servers and volumes, and the target must then hold nothing.
 """
 
-import time
-
 from cinderclient import api_versions
 from cinderclient import client as cinder_client
 from novaclient import exceptions as nova_exc
 import testtools
 
 from testbed.guest import qemu
+from testbed import waiting
 from tests.deployment import base
 from tests.deployment import cloud
 from tests.deployment import cloud_guest
@@ -95,35 +94,33 @@ class NovaTestCase(base.DeploymentTestCase):
     # -- servers -----------------------------------------------------------
 
     def wait_server(self, server_id, status, timeout=BOOT_TIMEOUT):
-        deadline = time.monotonic() + timeout
-        while True:
+        def reached():
             server = self.nova.servers.get(server_id)
-            task = getattr(server, 'OS-EXT-STS:task_state', None)
-            if server.status == status and task is None:
-                return server
             if server.status == 'ERROR':
                 self.fail('server %s went to ERROR: %s' % (
                     server_id, getattr(server, 'fault', None)))
-            if time.monotonic() > deadline:
-                self.fail('server %s is %s (task %s) after %ss, not %s'
-                          % (server_id, server.status, task, timeout,
-                             status))
-            time.sleep(1)
+            seen[:] = [server.status,
+                       getattr(server, 'OS-EXT-STS:task_state', None)]
+            return server if seen == [status, None] else None
+        seen = []
+        return waiting.wait_for(
+            'server %s %s, no task' % (server_id, status), reached, timeout,
+            interval=1, on_timeout=lambda: 'status, task: %s' % seen)
 
     def _delete_server(self, server_id):
         try:
             self.nova.servers.delete(server_id)
         except nova_exc.NotFound:
             return
-        deadline = time.monotonic() + BOOT_TIMEOUT
-        while time.monotonic() < deadline:
+
+        def gone():
             try:
                 self.nova.servers.get(server_id)
             except nova_exc.NotFound:
-                return
-            time.sleep(1)
-        self.fail('server %s still there after %ss'
-                  % (server_id, BOOT_TIMEOUT))
+                return True
+            return False
+        waiting.wait_for('server %s to be deleted' % server_id, gone,
+                         BOOT_TIMEOUT, interval=1)
 
     def boot_volume(self, size=1, **kwargs):
         """A bootable volume holding the test guest's root image."""
@@ -151,23 +148,25 @@ class NovaTestCase(base.DeploymentTestCase):
         """
         shell = cloud_guest.console(conn or self.conn, server.id)
         self.addCleanup(shell.close)
-        deadline = time.monotonic() + BOOT_TIMEOUT
-        while True:
+        failed = []
+
+        def serves():
             try:
                 shell.execute('true', timeout=10)
-                return shell
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise
+            except Exception as err:  # not up yet; said at the deadline
+                failed[:] = [err]
+                return False
+            return True
+        waiting.wait_for('the console of server %s' % server.id, serves,
+                         BOOT_TIMEOUT, interval=1,
+                         on_timeout=lambda: 'last error: %r' % failed)
+        return shell
 
     # -- the guest and the target ---------------------------------------
 
     def wait_for(self, predicate, what, timeout=BOOT_TIMEOUT):
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            if time.monotonic() > deadline:
-                self.fail('timed out waiting for %s' % what)
-            time.sleep(1)
+        """:func:`testbed.waiting.wait_for`, at a guest's pace."""
+        return waiting.wait_for(what, predicate, timeout, interval=1)
 
     def controllers(self):
         return [c['ctrlr'] for c in self.rpc('vhost_get_controllers')]

@@ -7,7 +7,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 
 import fixtures
 
@@ -136,17 +135,3 @@ def run_once(argv, log_path, timeout, env=None):
     if result.returncode:
         raise RuntimeError('%s failed (%d):\n%s' % (
             ' '.join(argv), result.returncode, tail(log_path)))
-
-
-def wait_for(what, predicate, timeout, interval=0.5, on_timeout=None):
-    """Poll ``predicate`` until it returns a true value; return that."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            detail = on_timeout() if on_timeout else ''
-            raise RuntimeError('timed out after %ss waiting for %s\n%s'
-                               % (timeout, what, detail))
-        time.sleep(interval)

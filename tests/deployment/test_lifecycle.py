@@ -5,8 +5,8 @@ Each step is checked on the SPDK target too: the API saying
 of the volume type in force.
 """
 
+from testbed import waiting
 from tests.deployment import base
-from tests.deployment import processes
 
 HIGH_IOPS = {'total_iops_sec': '5000'}
 GOLD = {'total_iops_sec': '8000', 'total_bytes_sec': str(100 * 1024 ** 2)}
@@ -92,5 +92,5 @@ class TestLifecycle(base.DeploymentTestCase):
         def retyped():
             got = self.cinder.volumes.get(volume.id)
             return got.status == 'available' and got.volume_type == type_name
-        processes.wait_for('retype of %s' % volume.id, retyped,
-                           base.TIMEOUT)
+        waiting.wait_for('retype of %s' % volume.id, retyped,
+                         base.TIMEOUT)

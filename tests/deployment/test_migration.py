@@ -10,9 +10,10 @@ nothing is left on the target.
 """
 
 import os
-import time
 
+from cinderclient import exceptions as cinder_exc
 
+from testbed import waiting
 from tests.deployment import base
 from tests.deployment import test_connection
 from tests.deployment import test_lifecycle
@@ -22,6 +23,10 @@ LENGTH = 2 * MIB
 FAR = 600 * MIB
 LVS1 = 'lvs1'
 lvol_name = test_lifecycle.lvol_name
+
+
+def _migration(vol):
+    return getattr(vol, 'os-vol-mig-status-attr:migstat')
 
 
 class TestMigration(base.DeploymentTestCase):
@@ -50,17 +55,19 @@ class TestMigration(base.DeploymentTestCase):
 
     def _wait_migration(self, volume_id, timeout=base.TIMEOUT):
         """The volume once its migration ended (success or error)."""
-        deadline = time.monotonic() + timeout
-        while True:
+        def ended():
             vol = self.admin_client().volumes.get(volume_id)
-            state = getattr(vol, 'os-vol-mig-status-attr:migstat')
-            if state in ('success', 'error') and vol.status in (
+            if _migration(vol) in ('success', 'error') and vol.status in (
                     'available', 'in-use', 'error'):
                 return vol
-            if time.monotonic() > deadline:
-                self.fail('volume %s: migration %s, status %s after %ss'
-                          % (volume_id, state, vol.status, timeout))
-            time.sleep(0.5)
+            return None
+        return waiting.wait_for(
+            'the migration of %s to end' % volume_id, ended, timeout,
+            on_timeout=lambda: self._state(volume_id))
+
+    def _state(self, volume_id):
+        vol = self.admin_client().volumes.get(volume_id)
+        return 'migration %s, status %s' % (_migration(vol), vol.status)
 
     def _host(self, volume):
         return getattr(volume, 'os-vol-host-attr:host')
@@ -76,7 +83,7 @@ class TestMigration(base.DeploymentTestCase):
         vol = self._wait_migration(vol.id)
         self.assertEqual(('success', 'available',
                           self.deployment.host + '#' + LVS1),
-                         (getattr(vol, 'os-vol-mig-status-attr:migstat'),
+                         (_migration(vol),
                           vol.status, self._host(vol)))
         self._check_moved(vol, data, allocated)
         limits = self.lvol(lvol_name(vol), LVS1)['assigned_rate_limits']
@@ -89,16 +96,15 @@ class TestMigration(base.DeploymentTestCase):
         vol = self.create_volume(1, volume_type=old.id)
         data, allocated = self._fill(vol)
         self.cinder.volumes.retype(vol, new.id, 'on-demand')
-        vol = self.admin_client().volumes.get(vol.id)
-        deadline = time.monotonic() + base.TIMEOUT
-        while True:
-            vol = self.admin_client().volumes.get(vol.id)
-            if vol.volume_type == new.name and vol.status == 'available':
-                break
-            if vol.status == 'error' or time.monotonic() > deadline:
-                self.fail('retype: %s, type %s' % (vol.status,
-                                                   vol.volume_type))
-            time.sleep(0.5)
+
+        def retyped():
+            found = self.admin_client().volumes.get(vol.id)
+            if found.status == 'error':
+                self.fail('retype: error, type %s' % found.volume_type)
+            return found if (found.volume_type, found.status) == (
+                new.name, 'available') else None
+        vol = waiting.wait_for('the retype of %s' % vol.id, retyped,
+                               base.TIMEOUT)
         self.assertEqual(self.deployment.host + '#' + LVS1, self._host(vol))
         self._check_moved(vol, data, allocated)
         limits = self.lvol(lvol_name(vol), LVS1)['assigned_rate_limits']
@@ -115,7 +121,7 @@ class TestMigration(base.DeploymentTestCase):
         vol = self._wait_migration(vol.id)
         self.assertEqual(('error', 'available',
                           self.deployment.host + '#' + base.LVS),
-                         (getattr(vol, 'os-vol-mig-status-attr:migstat'),
+                         (_migration(vol),
                           vol.status, self._host(vol)))
         bdev = '%s/%s' % (base.LVS, lvol_name(vol))
         self.assertEqual(data, [self._dd(bdev, 0), self._dd(bdev, FAR)])
@@ -146,12 +152,29 @@ class TestMigration(base.DeploymentTestCase):
         new = self.make_type(extra_specs={'pool_name': LVS1})
         self.cinder.volumes.retype(vol, new.id, 'on-demand')
         self._check_stayed(vol, allocated, exported)
-        # Cinder writes the volume's status once more after the failed
-        # migration of a retype.
-        time.sleep(3)
-        self.admin_client().volumes.migrate_volume(
-            vol, self.deployment.host + '#' + LVS1, False, False)
+        self._migrate_when_taken(vol, self.deployment.host + '#' + LVS1)
         self._check_stayed(vol, allocated, exported)
+
+    def _migrate_when_taken(self, vol, host):
+        """Ask for the migration until Cinder takes it (no 400).
+
+        Cinder writes the volume once more after a retype's failed
+        migration; a migration asked before that may be refused. Once
+        taken, its status is ``starting`` until it ends.
+        """
+        refused = []
+
+        def taken():
+            try:
+                self.admin_client().volumes.migrate_volume(vol, host, False,
+                                                           False)
+            except cinder_exc.BadRequest as err:
+                refused[:] = [err]
+                return False
+            return True
+        waiting.wait_for('Cinder to take the migration of %s' % vol.id,
+                         taken, base.TIMEOUT,
+                         on_timeout=lambda: 'refused: %s' % refused)
 
     def _exports(self):
         return [s['nqn'] for s in self.rpc('nvmf_get_subsystems')
@@ -159,17 +182,10 @@ class TestMigration(base.DeploymentTestCase):
 
     def _check_stayed(self, vol, allocated, exported):
         """The attached volume's migration failed; nothing moved."""
-        vol = self.admin_client().volumes.get(vol.id)
-        deadline = time.monotonic() + base.TIMEOUT
-        while vol.status in ('retyping', 'maintenance') or getattr(
-                vol, 'os-vol-mig-status-attr:migstat') not in (
-                    'error', 'success'):
-            self.assertLess(time.monotonic(), deadline, vol.status)
-            time.sleep(0.5)
-            vol = self.admin_client().volumes.get(vol.id)
+        vol = self._wait_migration(vol.id)
         self.assertEqual(('error', 'in-use', '__DEFAULT__',
                           self.deployment.host + '#' + base.LVS),
-                         (getattr(vol, 'os-vol-mig-status-attr:migstat'),
+                         (_migration(vol),
                           vol.status, vol.volume_type, self._host(vol)))
         self.assertEqual({}, self.lvols(LVS1))
         self.assertEqual(allocated, self._allocated(vol, base.LVS))

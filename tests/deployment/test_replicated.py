@@ -10,10 +10,10 @@ nothing anywhere.
 """
 
 import os
-import time
 
 from cinder_spdk_vhost import replica_health as health
 from cinder_spdk_vhost import superblock
+from testbed import waiting
 from tests.deployment import base
 from tests.deployment import cinder_conf
 from tests.deployment import deployment
@@ -129,14 +129,17 @@ class TestReplicated(test_backup.Backups, base.DeploymentTestCase):
 
         The volume service looks at every stats report.
         """
-        deadline = time.monotonic() + base.TIMEOUT
-        while True:
+        seen = []
+
+        def reached():
             meta = self.cinder.volumes.get(volume_id).metadata
-            if key in meta if key else not meta:
-                return meta
-            if time.monotonic() > deadline:
-                self.fail('volume %s metadata: %s' % (volume_id, meta))
-            time.sleep(0.5)
+            seen[:] = [meta]
+            # A tuple: an empty metadata is what is waited for too.
+            return (meta,) if (key in meta if key else not meta) else None
+        [meta] = waiting.wait_for(
+            'volume %s metadata with %s' % (volume_id, key or 'nothing'),
+            reached, base.TIMEOUT, on_timeout=lambda: 'metadata: %s' % seen)
+        return meta
 
     def _copies(self, volume):
         """name -> (lvol alias, target) of each of the volume's copies."""

@@ -20,6 +20,7 @@ import fixtures
 
 from testbed.guest import initramfs
 from testbed.guest import qemu
+from testbed.guest import writer
 from testbed import rpc_raw
 from testbed import spdk_target
 from tests import base
@@ -239,31 +240,18 @@ class TestGuestOnSpdk(base.TestCase):
                                timeout=60)
         self.assertNotEqual(0, failed.rc, failed)
 
-    def _writes_after(self, guest, count, timeout=60):
-        """Poll the background writer until it has done more than count."""
-        deadline = time.monotonic() + timeout
-        while True:
-            status = guest.execute(qemu.writer_status())
-            if int(status['writer.writes']) > count:
-                return int(status['writer.writes'])
-            if time.monotonic() > deadline:
-                self.fail('guest writer stuck at %s writes (%d s): %s'
-                          % (count, timeout, status))
-            time.sleep(0.5)
-
     def test_writing_guest_survives_storage_restart(self):
         exports = self.useFixture(SpdkVhostExports([('disk', 8 * MiB)]))
         guest = self.useFixture(qemu.GuestFixture(
             [qemu.VhostUserDisk(exports.socket('disk'), reconnect=1)])).guest
         guest.execute(qemu.writer_start('vda', MiB, 65536, 'background'))
-        before = self._writes_after(guest, 0)
+        before = writer.writes(writer.writes_after(guest, 0, timeout=60))
 
         exports.restart()
 
         # QEMU reconnects every second; a TCG guest on a loaded machine
         # may take a while to get its requests going again.
-        self._writes_after(guest, int(guest.execute(
-            qemu.writer_status())['writer.writes']), timeout=180)
+        writer.writes_after(guest, timeout=180)
         stopped = guest.execute(qemu.writer_stop())
         self.assertGreater(int(stopped['writer.writes']), before)
         self.assertEqual('0', stopped['writer.failures'])

@@ -17,12 +17,12 @@ asserted (but for a sanity bound): the figure of the upgrade guide.
 
 import hashlib
 import os
-import time
 
 import fixtures
 
 from spdk_vhost_core import exception as spdk_exc
 from testbed.guest import qemu
+from testbed.guest import writer
 from testbed import spdk_build
 from tests.functional import test_upgrade
 
@@ -119,14 +119,14 @@ class UpgradeUnderGuestTest(test_upgrade.UpgradeCase):
         for dev in DISKS:
             guest.execute(qemu.writer_start(dev, offset, BLOCK, token,
                                             BLOCKS))
-        before = {dev: self._writes_after(guest, dev, 3) for dev in DISKS}
+        before = {dev: writer.writes_after(guest, 3, timeout=60, dev=dev)
+                  for dev in DISKS}
 
         action()
 
         for dev in DISKS:
-            now = int(guest.execute(qemu.writer_status(dev))[
-                'writer.writes'])
-            self._writes_after(guest, dev, now + 3)
+            now = writer.writes(guest.execute(qemu.writer_status(dev)))
+            writer.writes_after(guest, now + 3, timeout=60, dev=dev)
         for dev, label in DISKS.items():
             stopped = guest.execute(qemu.writer_stop(dev), timeout=60)
             writes = int(stopped['writer.writes'])
@@ -143,17 +143,6 @@ class UpgradeUnderGuestTest(test_upgrade.UpgradeCase):
             if dev in stalled:
                 self.assertGreater(gap, STALL_SEEN_MS)
             self._check_blocks(guest, dev, offset, token, writes)
-
-    def _writes_after(self, guest, dev, count, timeout=60):
-        """``dev``'s writer status once it has done more than ``count``."""
-        deadline = time.monotonic() + timeout
-        while True:
-            status = guest.execute(qemu.writer_status(dev))
-            if int(status['writer.writes']) > count:
-                return status.values
-            self.assertLess(time.monotonic(), deadline,
-                            '%s writer stuck: %s' % (dev, status))
-            time.sleep(0.5)
 
     def _check_blocks(self, guest, dev, offset, token, writes):
         self.assertLess(writes, BLOCKS, 'the writer wrapped around')

@@ -12,7 +12,6 @@ lock, and it gets the lock once that member lets go.
 
 import configparser
 import os
-import time
 import uuid
 
 import etcd3gw
@@ -21,6 +20,7 @@ import fixtures
 from cinder_spdk_vhost import locks
 from testbed import etcd
 from testbed import service_process
+from testbed import waiting
 from tests import base
 
 MEMBER = 'tests.cinder.cluster_member:ClusterMember'
@@ -63,14 +63,6 @@ class ClusterLockTest(base.TestCase):
         return sorted(meta['key'].decode()[len(TOOZ_LOCKS):]
                       for _value, meta in client.get_prefix(TOOZ_LOCKS))
 
-    def wait_until(self, what, predicate):
-        """Poll ``predicate`` until true; fail the test at the deadline."""
-        deadline = time.monotonic() + DEADLINE
-        while not predicate():
-            if time.monotonic() > deadline:
-                self.fail('not within %ss: %s' % (DEADLINE, what))
-            time.sleep(0.05)
-
     def test_one_volume_serialised_across_members(self):
         volume = str(uuid.uuid4())
         name = locks.vlock(volume)
@@ -84,8 +76,9 @@ class ClusterLockTest(base.TestCase):
         self.lock(self.second, 'second', name)
         # The second member is in locked(): etcd refused its first
         # attempt (the first member holds the key) and it came back.
-        self.wait_until('the second member retried the lock',
-                        lambda: self.etcd.requests('Txn') >= tried + 2)
+        waiting.wait_for('the second member to retry the lock',
+                         lambda: self.etcd.requests('Txn') >= tried + 2,
+                         DEADLINE, interval=0.05)
         self.assertFalse(self.second.call('held', key='second'))
 
         self.assertTrue(self.first.call('release', key='first',

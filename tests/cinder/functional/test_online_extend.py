@@ -8,10 +8,9 @@ over NVMe-oF the exporting target sends a namespace-change notice that
 the compute target's NVMe bdev follows.
 """
 
-import time
-
 from testbed.guest import qemu
 from testbed import spdk_target
+from testbed import waiting
 from tests.cinder.functional import test_driver
 
 GIB = 1024 ** 3
@@ -53,12 +52,8 @@ class OnlineExtendTest(test_driver.DriverTestCase):
         self.assertEqual(2048, self.size_mib(self.alias(volume)))
         status = guest.execute(qemu.writer_stop())
         self.assertEqual('0', status['writer.failures'])
-        deadline = time.monotonic() + 60
-        while self.guest_size(guest) != 2 * GIB:
-            if time.monotonic() > deadline:
-                self.fail('guest still sees %d bytes' %
-                          self.guest_size(guest))
-            time.sleep(0.5)
+        waiting.wait_for('the guest to see 2 GiB',
+                         lambda: self.guest_size(guest) == 2 * GIB, 60)
         guest.execute(qemu.write_pattern('vda', 2 * GIB - 65536, 65536,
                                          'tail'))
         guest.execute(qemu.check_pattern('vda', 2 * GIB - 65536, 65536,

@@ -15,7 +15,6 @@ import io
 import os
 import shlex
 import subprocess
-import time
 
 from cinder.db import api as db
 from cinder import exception
@@ -42,6 +41,7 @@ from testbed import net
 from testbed import spdk_build
 from testbed import spdk_dd
 from testbed import spdk_target
+from testbed import waiting
 from tests.cinder import base
 from tests.cinder.functional import imaging
 from tests.cinder.functional import test_driver
@@ -338,13 +338,6 @@ class ComputeTestCase(ReplicatedTestCase):
             self.host = connector.SpdkVhostConnector.get_connector_properties(
                 None, conf=conf.spdk_vhost, client=client)
 
-    def wait_for(self, check, timeout=30):
-        deadline = time.monotonic() + timeout
-        while not check():
-            if time.monotonic() > deadline:
-                self.fail('still not so after %ss' % timeout)
-            time.sleep(0.2)
-
     def attach(self, volume):
         props = self.driver.initialize_connection(volume, self.host)['data']
         return props, self.connector.connect_volume(props)
@@ -376,7 +369,9 @@ class AttachTest(ComputeTestCase):
         # Online extend: each copy's namespace grows, the compute host's
         # NVMe bdevs hear of it and the mirror grows with the smallest.
         self.driver.extend_volume(volume, 2)
-        self.wait_for(lambda: self.raid_bytes(volume) == 2048 * MIB)
+        waiting.wait_for('the mirror to grow to 2 GiB',
+                         lambda: self.raid_bytes(volume) == 2048 * MIB, 30,
+                         interval=0.2)
         self.assertEqual(self.raid_bytes(volume),
                          self.connector.extend_volume(props))
         self.connector.disconnect_volume(props, info)
@@ -508,7 +503,8 @@ class CloneTest(WrittenTestCase):
         self.assertEqual([], self.everything())
 
     def wait_written(self, writer, count):
-        self.wait_for(lambda: writer.written() >= count, timeout=120)
+        waiting.wait_for('%d writes' % count,
+                         lambda: writer.written() >= count, 120, interval=0.2)
 
     def test_a_clone_of_a_volume_being_written_has_identical_copies(self):
         volume, props, info, writer = self.written()
@@ -589,9 +585,10 @@ class CloneTest(WrittenTestCase):
         self.driver.initialize_connection(volume, self.host)
         client = self.connector.client
         # Repair is a no-op until the NVMe controller has reconnected.
-        self.wait_for(lambda: mirror_repair.repair(
-            client, props, self.connector.conf)['state'] == mirror.ONLINE,
-            timeout=120)
+        waiting.wait_for('the repaired mirror online',
+                         lambda: mirror_repair.repair(
+                             client, props, self.connector.conf)['state'] ==
+                         mirror.ONLINE, 120, interval=0.2)
         self.driver.create_snapshot(snapshot)
         self.assertIn(snapshot.name, self.lvol_names())
         writer.stop()
@@ -834,8 +831,9 @@ class ReplaceTest(WrittenTestCase):
         self.assertEqual((mirror.DEGRADED, 1),
                          (state['state'], len(state['members'])))
         replicas_cmd.readd(client, volume.id)  # where the guest runs
-        self.wait_for(lambda: mirror.status(client, volume.id)['state'] ==
-                      mirror.ONLINE, timeout=120)
+        waiting.wait_for('the mirror online',
+                         lambda: mirror.status(client, volume.id)['state'] ==
+                         mirror.ONLINE, 120, interval=0.2)
         self.assertSameBytes(writer.patterns[1], self.disk(volume))
         self.assertNewCopyHoldsAll(volume, writer.patterns[1], moved, info,
                                    lost)
@@ -1052,9 +1050,10 @@ class WatchTest(ComputeTestCase):
         self.assertIn('rebuild waits for the guest to run here (no guest)',
                       out.getvalue().splitlines()[-1])
         replicas_cmd.readd(client, volume.id)
-        self.wait_for(lambda: replicas_cmd.watch_once(client, out, seen)
-                      or mirror.status(client, volume.id)['state'] ==
-                      mirror.ONLINE, timeout=120)
+        waiting.wait_for('the watcher to bring the mirror online',
+                         lambda: replicas_cmd.watch_once(client, out, seen)
+                         or mirror.status(client, volume.id)['state'] ==
+                         mirror.ONLINE, 120, interval=0.2)
         replicas_cmd.watch_once(client, out, seen)
         lines = out.getvalue().splitlines()
         self.assertIn('rebuilding', ' '.join(lines))

@@ -39,9 +39,11 @@ from os_brick_connector import mirror
 from spdk_vhost_core import replicas as wire
 from testbed.guest import pty_console
 from testbed.guest import qemu
+from testbed.guest import writer
 from testbed import libvirt_host
 from testbed import net
 from testbed import service_process
+from testbed import waiting
 from tests import base
 from tests.nova import compute
 from tests.nova.functional import targets
@@ -329,13 +331,10 @@ class LiveMigrationTest(base.TestCase):
     def check_data(self, console, writer_stopped):
         """0 failed writes; both regions hold exactly their pattern."""
         if not writer_stopped:
-            before = int(console.execute(qemu.writer_status())[
-                'writer.writes'])
-            time.sleep(2)
+            # It goes on writing where the guest is now.
+            writer.writes_after(console)
             result = console.execute(qemu.writer_stop(), timeout=60)
             self.assertEqual('0', result['writer.failures'])
-            # It went on writing where the guest is now.
-            self.assertGreater(int(result['writer.writes']), before)
         for offset, length, token in (BASE, WRITER):
             read = console.execute(qemu.read_back('vda', offset, length))
             self.assertEqual(sha256(token, length),
@@ -443,9 +442,9 @@ class LiveMigrationTest(base.TestCase):
             self.migrate(inst, a, b, migrate_data)))
         thread.start()
         self.addCleanup(thread.join, MIGRATE_DEADLINE)
-        self.wait_for(lambda: mirror.guest(dest, volume_id) ==
-                      mirror.INCOMING, 'QEMU connected at the destination',
-                      interval=0.05)
+        waiting.wait_for('QEMU connected at the destination',
+                         lambda: mirror.guest(dest, volume_id) ==
+                         mirror.INCOMING, 120, interval=0.05)
         self.assertEqual([mirror.INCOMING], self.watch(dest, volume_id))
         thread.join(MIGRATE_DEADLINE)
         [(elapsed, stats, dom)] = moved
@@ -457,9 +456,9 @@ class LiveMigrationTest(base.TestCase):
                          connector=self.connector_a)
 
         # The guest runs here: the watcher adds the new copy, rebuilt.
-        self.wait_for(lambda: mirror.guest(dest, volume_id) ==
-                      mirror.RUNNING, 'the guest started at the '
-                      'destination')
+        waiting.wait_for('the guest started at the destination',
+                         lambda: mirror.guest(dest, volume_id) ==
+                         mirror.RUNNING, 120, interval=0.2)
         self.assertEqual([], self.watch(dest, volume_id))
         self.wait_state(dest, volume_id, mirror.ONLINE)
         console = self.console(dom)
@@ -486,15 +485,10 @@ class LiveMigrationTest(base.TestCase):
         return re.findall(r'rebuild waits for the guest to run here '
                           r'\(([^)]*)\)', said)
 
-    def wait_for(self, check, what, timeout=120, interval=0.2):
-        deadline = time.monotonic() + timeout
-        while not check():
-            self.assertLess(time.monotonic(), deadline, what)
-            time.sleep(interval)
-
     def wait_state(self, client, volume_id, state):
-        self.wait_for(lambda: mirror.status(client, volume_id)['state']
-                      == state, 'volume %s not %s' % (volume_id, state))
+        waiting.wait_for('volume %s %s' % (volume_id, state),
+                         lambda: mirror.status(client, volume_id)['state']
+                         == state, 120, interval=0.2)
 
     def test_aborted_migration_rolls_back(self):
         """Aborted while copying memory: the source's state, exactly."""
@@ -523,8 +517,8 @@ class LiveMigrationTest(base.TestCase):
             job = guest.get_job_info()
             return (job.type == libvirt.VIR_DOMAIN_JOB_UNBOUNDED
                     and job.memory_processed > 0)
-        self.wait_for(copying, 'no migration job copying memory',
-                      timeout=30)
+        waiting.wait_for('a migration job copying memory', copying, 30,
+                         interval=0.2)
         # An abort can be lost (seen once on this machine, the migrate
         # call then running on): abort until the call returns.
         for _attempt in range(6):

@@ -24,7 +24,9 @@ from os_brick_connector import mirror_repair
 from spdk_vhost_core import reconnect
 from spdk_vhost_core import saved_config
 from testbed.guest import qemu
+from testbed.guest import writer
 from testbed import spdk_target
+from testbed import waiting
 from tests.nova.functional import targets
 from tests.nova.functional import test_replicas as base
 
@@ -92,9 +94,9 @@ class RepairCase(base.StorageRestartCase):
         guest.execute(qemu.writer_start('vda', base.WRITER[0],
                                         base.WRITER[1], 'mirror',
                                         blocks=base.BLOCKS))
-        before = self.wait_writes(guest, 5)
+        before = writer.writes(writer.writes_after(guest, 5, timeout=180))
         self.second_target.kill()
-        self.wait_writes(guest, before + base.BLOCKS + 10)
+        writer.writes_after(guest, before + base.BLOCKS + 10, timeout=180)
         stopped = guest.execute(qemu.writer_stop())
         self.assertEqual('0', stopped['writer.failures'])
         print('replica loss (nvme_replica_fast_io_fail_timeout_sec=%d): '
@@ -110,14 +112,16 @@ class RepairCase(base.StorageRestartCase):
     def wait_online(self, timeout=120):
         """Until the rebuild ends; prints how long it took."""
         start = time.monotonic()
-        while time.monotonic() - start < timeout:
+
+        def online():
             state = mirror.status(self.client, VOLUME)
-            if state['state'] == mirror.ONLINE:
-                print('rebuild of %d MiB: %.2f s (polled every 0.1 s)'
-                      % (self.volume_mib(), time.monotonic() - start))
-                return state
-            time.sleep(0.1)
-        self.fail('not rebuilt: %s' % state)
+            return state if state['state'] == mirror.ONLINE else None
+        state = waiting.wait_for(
+            'the rebuild to end', online, timeout, interval=0.1,
+            on_timeout=lambda: mirror.status(self.client, VOLUME))
+        print('rebuild of %d MiB: %.2f s (polled every 0.1 s)'
+              % (self.volume_mib(), time.monotonic() - start))
+        return state
 
     def volume_mib(self):
         raid = self.client.bdev_get_bdevs(name=VOLUME)[0]
@@ -180,11 +184,8 @@ class TestRepair(RepairCase):
         info = self.connect(props)
         self.second_target.kill()
         second = mirror.member_controller(VOLUME, 'storage-b')
-        for _attempt in range(60):
-            if second not in self.nvme_names():
-                break
-            time.sleep(0.5)
-        self.assertNotIn(second, self.nvme_names())
+        waiting.wait_for('SPDK to give up %s' % second,
+                         lambda: second not in self.nvme_names(), 30)
         # No I/O since the loss: SPDK still counts the member until the
         # controller goes, then the slot is empty.
         self.assertEqual('degraded',

@@ -16,7 +16,6 @@ its superblock; a restarted storage target would (see the admin guide).
 
 import hashlib
 import os
-import time
 
 import fixtures
 
@@ -26,7 +25,9 @@ from os_brick_connector import mirror
 from spdk_vhost_core import replicas as wire
 from spdk_vhost_core import saved_config
 from testbed.guest import qemu
+from testbed.guest import writer
 from testbed import spdk_target
+from testbed import waiting
 from tests.nova.functional import targets
 from tests.nova.functional import test_connector as base_tests
 from tests.nova.functional import test_faults
@@ -89,26 +90,14 @@ class ReplicaTestCase(test_faults.TcpCase):
         return guest.execute(qemu.read_back('vda', offset, length))[
             'vda.read@%d' % offset]
 
-    def wait_writes(self, guest, count, timeout=180):
-        for _attempt in range(int(timeout / 0.5)):
-            status = guest.execute(qemu.writer_status())
-            self.assertEqual('0', status['writer.failures'])
-            if int(status['writer.writes']) > count:
-                return int(status['writer.writes'])
-            time.sleep(0.5)
-        self.fail('guest writer stuck at %s writes' % count)
-
     def assert_nothing_left(self):
         self.assertEqual([], self.controller_names())
         self.assertEqual([], self.raid_names())
         self.assertEqual([], self.nvme_names())
         # An NVMe bdev may outlive its controller's listing by a moment
         # (its unregister ends after): wait for it, then none may be left.
-        for _attempt in range(50):
-            if not self.bdev_names():
-                break
-            time.sleep(0.2)
-        self.assertEqual([], self.bdev_names())
+        waiting.wait_for('no bdev left', lambda: not self.bdev_names(), 10,
+                         interval=0.2, on_timeout=self.bdev_names)
 
 
 class TestAssembly(ReplicaTestCase):
@@ -318,10 +307,10 @@ class TestReplicaLoss(ReplicaTestCase):
             self.read_sha(guest, *KEPT))
         guest.execute(qemu.writer_start('vda', WRITER[0], WRITER[1],
                                         'mirror', blocks=BLOCKS))
-        before = self.wait_writes(guest, 5)
+        before = writer.writes(writer.writes_after(guest, 5, timeout=180))
         self.second_target.kill()
         # Past the fast-fail timeout, and a whole round of the blocks.
-        self.wait_writes(guest, before + BLOCKS + 10)
+        writer.writes_after(guest, before + BLOCKS + 10, timeout=180)
         stopped = guest.execute(qemu.writer_stop())
         self.assertEqual('0', stopped['writer.failures'])
         print('replica loss: longest guest write stall %s ms, %s writes'

@@ -13,7 +13,6 @@ including attachments made by a release that named things otherwise.
 
 import json
 import os
-import time
 
 import fixtures
 from oslo_config import cfg
@@ -29,6 +28,7 @@ from spdk_vhost_core import spdk_rpc
 from spdk_vhost_core import volume_bdev
 from testbed import fault_proxy
 from testbed.guest import qemu
+from testbed import waiting
 from tests import base
 from tests.nova import fake_sysfs
 from tests.nova.functional import targets
@@ -119,12 +119,8 @@ class SerialCase(base.TestCase):
         return int(guest.execute(qemu.disk_info('vda'))['vda.size'])
 
     def wait_guest_size(self, guest, size, timeout=60):
-        deadline = time.monotonic() + timeout
-        while self.guest_size(guest) != size:
-            if time.monotonic() > deadline:
-                self.fail('guest still sees %d bytes, not %d'
-                          % (self.guest_size(guest), size))
-            time.sleep(0.5)
+        waiting.wait_for('the guest to see %d bytes' % size,
+                         lambda: self.guest_size(guest) == size, timeout)
 
 
 class TestLocalLayer(SerialCase):
