@@ -203,6 +203,7 @@ class Host(fixtures.Fixture):
         ``nsenter`` with the holder's namespaces: ``ip netns exec`` would
         make a mount namespace of its own, without the private dirs.
         """
+        self._check_visible(cmd[0])
         ns = '/proc/%d/ns/' % self.holder.pid
         prefix = ['nsenter', '--net=%snet' % ns, '--mount=%smnt' % ns,
                   '--uts=%suts' % ns, '--']
@@ -210,6 +211,26 @@ class Host(fixtures.Fixture):
             # Entering a mount namespace sets the directory to its root.
             prefix += ['env', '--chdir=%s' % cwd]
         return prefix + list(cmd)
+
+    def _check_visible(self, program):
+        """Refuse a program of this machine that the host's mounts hide.
+
+        A build or checkout under ``/tmp`` (``SPDK_CACHE`` there, say)
+        is not in the host, whose ``/tmp`` is its own: said here, not as
+        ``nsenter``'s "No such file or directory".
+        """
+        if not os.path.isabs(program) or not os.path.exists(program):
+            return
+        try:
+            seen = self.path(program)
+        except ValueError:
+            return  # not under a private directory: the machine's
+        if not os.path.exists(seen):
+            raise bridge.HostError(
+                '%s is under a directory each test host has its own of '
+                '(%s): host %s cannot run it; keep builds and the checkout '
+                'elsewhere (SPDK_CACHE, XDG_CACHE_HOME)'
+                % (program, ', '.join(PRIVATE_DIRS), self.name))
 
     def run(self, cmd, cwd=None, **kwargs):
         """``subprocess.run`` of ``cmd`` inside the host."""

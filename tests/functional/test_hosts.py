@@ -17,6 +17,7 @@ import uuid
 
 import fixtures
 
+from testbed import bridge
 from testbed import hosts
 from testbed import net
 from testbed import spdk_target
@@ -160,6 +161,16 @@ class IsolationTest(HostsCase):
         self.assertTrue(os.path.isdir(self.a.path('/var/lib/spdk')))
         self.assertFalse(self.a.exists(self.a.path('/var/lib/spdk')))
         self.assertFalse(self.b.exists(self.a.path('/var/lib/spdk')))
+
+    def test_a_program_the_hosts_mounts_hide_is_refused_naming_it(self):
+        scratch = self.useFixture(fixtures.TempDir(rootdir='/tmp')).path
+        program = os.path.join(scratch, 'tool')
+        with open(program, 'w') as script:
+            script.write('#!/bin/sh\n')
+        os.chmod(program, 0o755)
+        err = self.assertRaises(bridge.HostError, self.a.run, [program])
+        self.assertIn(program, str(err))
+        self.assertIn('SPDK_CACHE', str(err))
 
     def test_hostnames_are_the_hosts_names(self):
         names = [host.run(['hostname'], capture_output=True, text=True,
