@@ -6,16 +6,21 @@
 # Prints the built SPDK tree on its last line of standard output; its
 # build/bin holds spdk_tgt, vhost, nvmf_tgt and spdk_dd, which run with
 # LD_LIBRARY_PATH=<tree>/build/lib (the in-tree isa-l is found from there).
-# The tree is cached outside the checkout, keyed by version and by this
-# script's text (the recipe), so a second run on the same machine is
-# instant. Nothing Debian manages is replaced: DPDK is Debian's, isa-l and
-# isa-l_crypto are built inside the SPDK tree.
+# The tree is cached outside the checkout, keyed by version, by the build
+# recipe below and by the patches it applies, so a second run on the same
+# machine is instant. Nothing Debian manages is replaced: DPDK is Debian's,
+# isa-l and isa-l_crypto are built inside the SPDK tree.
 #
 # Sources, first found wins:
 #   $SPDK_SOURCES, else ../shared/spdk beside the checkout: a directory with
 #     spdk-v<VERSION>.tar.gz, isa-l-*.tar.gz and isa-l-crypto-*.tar.gz
 #     (git archives of the upstream repositories and of SPDK's pins);
 #   else git clone --recurse-submodules of the tag v<VERSION>.
+# Patches: tools/spdk-patches/<VERSION>/*.patch, in name order, fixes of
+# SPDK bugs that hurt users, each written to go upstream as is (SPDK's
+# commit message style, a unit test in SPDK's own suite). The unit tests a
+# patch touches are built and run after the build: a patch that no longer
+# fixes what its test checks fails the build.
 # Environment: SPDK_CACHE (default ~/.cache/spdk-vhost), SPDK_BUILD_JOBS.
 set -euo pipefail
 
@@ -63,6 +68,39 @@ adapt_to_debian_dpdk() {
     sed -i 's/if (minor > 4)/if (minor > 11)/' "$src/lib/env_dpdk/pci_dpdk.c"
 }
 
+patches=$here/tools/spdk-patches/$version
+
+apply_patches() {
+    local src=$1 patch
+    for patch in "$patches"/*.patch; do
+        [[ -f $patch ]] || continue
+        say "applying $(basename "$patch")"
+        patch -d "$src" -p1 --batch --forward --quiet <"$patch" ||
+            die "$(basename "$patch") does not apply to v$version"
+    done
+}
+
+# The unit tests (test/unit/.../*_ut.c) the patches change, built with
+# assertions on and run; the product's binaries are not rebuilt for them.
+check_patches() {
+    local src=$1 dir
+    local -a dirs
+    mapfile -t dirs < <(cat "$patches"/*.patch 2>/dev/null |
+        sed -n 's|^+++ b/\(test/unit/.*\)/[^/]*_ut\.c$|\1|p' | sort -u)
+    [[ ${#dirs[@]} -gt 0 ]] || return 0
+    local -a flags=(CONFIG_UNIT_TESTS=y CONFIG_DEBUG=y)
+    make -C "$src/lib/ut" "${flags[@]}" >>"$src/unittest.log" 2>&1 &&
+        make -C "$src/lib/ut_mock" "${flags[@]}" >>"$src/unittest.log" 2>&1 ||
+        die "SPDK's unit-test libraries failed to build, see $src/unittest.log"
+    for dir in "${dirs[@]}"; do
+        make -C "$src/$dir" "${flags[@]}" >>"$src/unittest.log" 2>&1 ||
+            die "$dir failed to build, see $src/unittest.log"
+        say "running the patched unit tests in $dir"
+        (cd "$src/$dir" && ./*_ut) >>"$src/unittest.log" 2>&1 ||
+            die "$dir failed, see $src/unittest.log"
+    done
+}
+
 # The binaries find the in-tree isa-l through paths fixed at link time, so
 # the tree is built where it stays; .built marks a finished one.
 configure_flags=(--with-dpdk --without-crypto --disable-tests
@@ -70,8 +108,8 @@ configure_flags=(--with-dpdk --without-crypto --disable-tests
     --without-vfio-user --without-ocf --with-uring --without-fio
     --without-fsdev)
 # The cache key: what changes the binaries, not this file's comments.
-recipe=$({ echo "${configure_flags[*]}"; declare -f adapt_to_debian_dpdk; } |
-    sha256sum | cut -c1-12)
+recipe=$({ echo "${configure_flags[*]}"; declare -f adapt_to_debian_dpdk;
+    cat "$patches"/*.patch 2>/dev/null || true; } | sha256sum | cut -c1-12)
 tree=$cache/spdk-v$version-$recipe
 if [[ -f $tree/.built ]]; then
     say "SPDK v$version already built in $tree"
@@ -84,6 +122,7 @@ work=$tree
 rm -rf "$work"
 mkdir -p "$work"
 unpack_sources "$work"
+apply_patches "$work"
 
 # SPDK's code generators run with the first python3 on PATH: give them a
 # private virtualenv with their modules rather than touching the system's.
@@ -110,6 +149,7 @@ fi
 for app in spdk_tgt vhost nvmf_tgt spdk_dd; do
     [[ -x build/bin/$app ]] || die "build/bin/$app missing after make"
 done
+check_patches "$work"
 
 touch "$tree/.built"
 say "SPDK v$version built in $tree"
