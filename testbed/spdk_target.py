@@ -4,7 +4,9 @@ Each fixture is one SPDK application (``spdk_tgt``, ``vhost`` or
 ``nvmf_tgt``) with its own RPC socket, vhost socket directory and hugepage
 files, in a temporary directory; it can be stopped, SIGKILLed and
 restarted with ``--json`` of a saved config, as a service manager or a
-crash would.
+crash would. A target that crashes fails the test that was running
+(:class:`TargetDied`, when the test stops or kills it), and its core
+file is kept in :data:`CORE_DIR`.
 
 CPU on a small test machine: a polling reactor takes a whole core whether
 or not it has work, and on two cores a test guest under TCG needs the
@@ -18,6 +20,7 @@ services of the test that needs it, and of the lane beside it.
 
 import grp
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -46,10 +49,27 @@ VHOST_APPS = ('spdk_tgt', 'vhost')
 POLLING_NICE = 5
 #: Where a target run in a ``hosts.Host`` has its directory, in the host.
 HOST_WORKDIR = '/var/lib/spdk'
+#: Where the core file of a target that crashed is kept (it runs in its
+#: own directory, which goes with the test): ``$SPDK_TEST_CORES``, else
+#: ``.test-cores`` in the checkout, which a CI run keeps.
+CORE_DIR = os.environ.get('SPDK_TEST_CORES') or os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    '.test-cores')
 
 
 class TargetError(RuntimeError):
     pass
+
+
+class TargetDied(TargetError):
+    """The target crashed: it died by a signal that dumps core."""
+
+
+#: The signals a crash ends a process with (SIGKILL and SIGTERM are sent:
+#: by a test, the upgrade command or a service manager).
+CRASH_SIGNALS = frozenset((signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS,
+                           signal.SIGILL, signal.SIGFPE, signal.SIGTRAP,
+                           signal.SIGSYS))
 
 
 class SpdkTarget(fixtures.Fixture):
@@ -99,6 +119,8 @@ class SpdkTarget(fixtures.Fixture):
         self.auto_examine = auto_examine
         self.host = host
         self.process = None
+        # The pids of crashes told already: a test fails once per crash.
+        self._told = set()
 
     def _setUp(self):
         rootdir = self.host.path(HOST_WORKDIR) if self.host else None
@@ -120,7 +142,10 @@ class SpdkTarget(fixtures.Fixture):
         return not self.interrupt_mode or self.app == 'spdk_tgt'
 
     def command(self):
-        cmd = ['nice', '-n', str(POLLING_NICE)] if self.polls else []
+        # A crash leaves a core file in the target's directory.
+        cmd = ['prlimit', '--core=unlimited', '--']
+        if self.polls:
+            cmd += ['nice', '-n', str(POLLING_NICE)]
         cmd += [spdk_build.app_path(self.app, self.tree), '-r',
                 self.seen(self.socket_path),
                 '-s', str(self.mem_mb), '--disable-cpumask-locks']
@@ -155,7 +180,8 @@ class SpdkTarget(fixtures.Fixture):
             log.write(('--- %s\n' % ' '.join(cmd)).encode())
             log.flush()
             self.process = subprocess.Popen(
-                self.host.argv(cmd) if self.host else cmd,
+                self.host.argv(cmd, cwd=self.seen(self.workdir))
+                if self.host else cmd, cwd=self.workdir,
                 stdout=log, stderr=subprocess.STDOUT,
                 env=spdk_build.app_env(self.tree), start_new_session=True,
                 umask=-1 if self.umask is None else self.umask)
@@ -174,10 +200,14 @@ class SpdkTarget(fixtures.Fixture):
         """SIGKILL the target alone, as a crash ends it.
 
         Its vhost sockets stay behind, as a crashed target's do.
+        :class:`TargetDied` if it had crashed already.
         """
+        crash = self._crash()
         self.process.send_signal(signal.SIGKILL)
         self.process.wait(10)
         self._forget_socket()
+        if crash:
+            raise TargetDied(crash)
 
     def restart(self, crash=True):
         """SIGKILL (or stop) the target, then start it on the same paths."""
@@ -219,7 +249,39 @@ class SpdkTarget(fixtures.Fixture):
 
     def _stop(self):
         if self.process is not None:
+            crash = self._crash()
             process_group.stop(self.process, 20)
+            if crash:
+                raise TargetDied(crash)
+
+    def _crash(self):
+        """What to say if the target crashed; None while it runs.
+
+        Its core file, if the kernel wrote one in the target's directory
+        (``core_pattern`` ``core``), is moved to :data:`CORE_DIR`.
+        """
+        code = self.process.poll()
+        if (code is None or -code not in CRASH_SIGNALS
+                or self.process.pid in self._told):
+            return None
+        self._told.add(self.process.pid)
+        core = self._keep_core()
+        return '%s %s (pid %d) died with %s during this test; %s. %s' % (
+            self.app, self.name, self.process.pid,
+            signal.Signals(-code).name,
+            'core kept as %s' % core if core else 'no core file in its '
+            'directory', self.log())
+
+    def _keep_core(self):
+        for name in ('core', 'core.%d' % self.process.pid):
+            path = os.path.join(self.workdir, name)
+            if os.path.exists(path):
+                os.makedirs(CORE_DIR, exist_ok=True)
+                kept = os.path.join(CORE_DIR, '%s-%s-%d.core' % (
+                    self.name, self.app, self.process.pid))
+                shutil.move(path, kept)
+                return kept
+        return None
 
     def call(self, method, params=None):
         """The whole JSON-RPC response dict, as the target sent it."""

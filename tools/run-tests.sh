@@ -29,6 +29,10 @@ for version in ${SPDK_VERSIONS:-26.01 26.05}; do
     export "SPDK_DIR_${version//./_}=$tree"
 done
 suites=(tests/unit tests/functional tests/cinder tests/nova)
+# A target that crashes fails its test and leaves its core file here
+# (testbed/spdk_target.py); this run's are named at the end.
+cores=${SPDK_TEST_CORES:-.test-cores}
+started=$(date +%s)
 deployment=tests/deployment
 # The deployment tests that need the Nova cloud (and keystone).
 nova_cloud='^tests\.deployment\.test_(live_migration|multiattach|nova|tempest)\.'
@@ -113,6 +117,10 @@ fi
 
 # What failed and why, where the last lines of a long log show it.
 "$bin/python" tools/failures.py <"$stream"
+if [[ -d $cores ]]; then
+    find "$cores" -name '*.core' -newermt "@$started" |
+        sed 's/^/core file of an SPDK target that crashed: /'
+fi
 stats=$("$bin/subunit-stats" <"$stream" 2>/dev/null)
 count() { awk -v k="$1" -F': *' '$1 == k {print $2}' <<<"$stats"; }
 total=$(count "Total tests")
