@@ -20,6 +20,7 @@ from nova_vhost_user import libvirt_config
 from nova_vhost_user import memory
 from nova_vhost_user import migration
 from nova_vhost_user import reactors
+from nova_vhost_user import spdk_memory
 from nova_vhost_user import volume
 from os_brick_connector import conf_check
 from os_brick_connector import connector_errors
@@ -58,6 +59,8 @@ class LibvirtVhostUserDriver(libvirt_driver.LibvirtDriver):
                 reactors.check_overlap(
                     client, self._host.get_online_cpus(),
                     refuse=conf.nova_refuse_reactor_overlap)
+            if conf.nova_check_spdk_memory and conf.spdk_rpc_address is None:
+                spdk_memory.check(client, conf.spdk_rpc_socket)
 
     @staticmethod
     def _check_spdk_version(client):

@@ -58,6 +58,15 @@ nova_opts = [
                      'option and the CPUs, instead of warning. An SPDK '
                      'target that does not answer at start is still only '
                      'a warning.'),
+    cfg.BoolOpt('nova_check_spdk_memory',
+                default=True,
+                help='At start, refuse a [DEFAULT] reserved_huge_pages '
+                     'that reserves fewer hugepages (of the host\'s '
+                     'default size) than the SPDK target holds (its -s), '
+                     'or an SPDK target started without -s: Nova would '
+                     'place hugepage guests into SPDK\'s memory. The '
+                     'target is the process serving spdk_rpc_socket; one '
+                     'that does not answer is only a warning.'),
 ]
 
 

@@ -58,6 +58,15 @@ def sysfs_cpu_nodes(sysfs_root):
     return nodes
 
 
+def default_hugepage_kb(meminfo='/proc/meminfo'):
+    """The host's default hugepage size in kB, the one SPDK maps."""
+    with open(meminfo) as src:
+        for line in src:
+            if line.startswith('Hugepagesize:'):
+                return int(line.split()[1])
+    raise ValueError('no Hugepagesize in %s' % meminfo)
+
+
 def in_interrupt_mode(reactors):
     """Whether every reactor of ``framework_get_reactors`` sleeps when idle.
 

@@ -27,6 +27,7 @@ import time
 
 import fixtures
 
+from os_brick_connector import numa
 from testbed import process_group
 from testbed import rpc_raw
 from testbed import spdk_build
@@ -329,6 +330,15 @@ class SpdkTarget(fixtures.Fixture):
             # Only the lvstore's base: its lvols stay unexamined.
             self.rpc('bdev_examine', {'name': bdev})
         return bdev
+
+
+def nova_reserved_huge_pages(mem_mb=MEM_MB):
+    """Nova's ``reserved_huge_pages`` for a target of ``mem_mb`` on core 0.
+
+    The compute driver refuses to start with less (its start-up check).
+    """
+    page_kb = numa.default_hugepage_kb()
+    return 'node:0,size:%d,count:%d' % (page_kb, -(-mem_mb * 1024 // page_kb))
 
 
 def wait_nvme_enabled(client, name, timeout=30):

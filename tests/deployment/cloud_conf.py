@@ -12,6 +12,7 @@ import configparser
 import os
 import sys
 
+from testbed import spdk_target
 from tests.deployment import processes
 
 # The compute host's name in Nova, and its SPDK target's id (the same as
@@ -115,7 +116,9 @@ def nova(conf_path, workdir, dbs, transport_url, keystone, spdk_socket,
             'shelved_offload_time': '0',
             'heal_instance_info_cache_interval': '-1',
             'rpc_response_timeout': '120',
-            'instance_build_timeout': '600'},
+            'instance_build_timeout': '600',
+            # What the compute target holds (-s): the driver checks.
+            'reserved_huge_pages': spdk_target.nova_reserved_huge_pages()},
         'api': {'auth_strategy': 'keystone'},
         'api_database': {'connection': dbs['nova_api']},
         'database': {'connection': dbs['nova_cell1']},

@@ -4,6 +4,8 @@ Run over the stubs of tests/unit/devstack, with the host's online CPUs
 read from a file of the test's (the kernel's cpu list format).
 """
 
+import os
+
 from tests.unit import test_devstack_plugin as plugin
 
 
@@ -62,3 +64,41 @@ class GuestCpusTest(plugin.PluginTestBase):
         self.assertNotEqual(0, result.returncode)
         self.assertIn("not 'cores0-1'", result.stderr)
         self.assertFalse(self.ini('NOVA_CPU_CONF').has_section('compute'))
+
+
+class ReservedHugePagesTest(plugin.PluginTestBase):
+    """Nova reserves the target's -s on its reactors' NUMA nodes."""
+
+    def setUp(self):
+        super().setUp()
+        self.prebuilt_spdk()
+        self.nodes = self.path('node')
+        self.meminfo = self.path('meminfo')
+        with open(self.meminfo, 'w') as f:
+            f.write('HugePages_Total: 4096\nHugepagesize: 2048 kB\n')
+
+    def node(self, node, cpus):
+        os.makedirs(os.path.join(self.nodes, 'node%d' % node))
+        with open(os.path.join(self.nodes, 'node%d' % node,
+                               'cpulist'), 'w') as f:
+            f.write(cpus + '\n')
+
+    def reserved(self, **env):
+        self.run_plugin('post-config', SPDK_NODES_DIR=self.nodes,
+                        SPDK_MEMINFO_FILE=self.meminfo, **env)
+        return self.ini('NOVA_CPU_CONF')['DEFAULT'][
+            'reserved_huge_pages'].split('\n')
+
+    def test_one_node_holds_it_all(self):
+        self.node(0, '0-7')
+        self.assertEqual(['node:0,size:2048,count:512'], self.reserved())
+        [call] = self.assertCalled('run_process spdk-tgt')
+        self.assertIn(' -s 1024 ', call)
+
+    def test_reactors_on_two_nodes_share_it(self):
+        self.node(0, '0-3')
+        self.node(1, '4-7')
+        self.assertEqual(['node:0,size:2048,count:128',
+                          'node:1,size:2048,count:128'],
+                         self.reserved(SPDK_REACTOR_MASK='0x11',
+                                       SPDK_MEM_MB='512'))

@@ -233,7 +233,7 @@ class DevstackPluginTest(PluginTestBase):
         self.assertEqual(
             'run_process spdk-tgt /usr/bin/env '
             'LD_LIBRARY_PATH=${SPDK_DIR}/build/lib '
-            '${SPDK_DIR}/build/bin/spdk_tgt -m 0x6 '
+            '${SPDK_DIR}/build/bin/spdk_tgt -m 0x6 -s 1024 '
             '-r /var/tmp/spdk.sock -S %s/spdk/vhost --json %s '
             '--json-ignore-init-errors  root' % (data, config),
             call)

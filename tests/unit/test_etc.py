@@ -263,6 +263,20 @@ class SystemdUnitTest(base.TestCase):
         self.assertEqual(1, len({tuple(v) for v in shared.values()}),
                          'the units differ in what they share')
 
+    def test_nova_reserves_what_compute_targets_hold(self):
+        nova = _ini(os.path.join(ETC, 'spdk-vhost', 'nova-compute.conf'))
+        reserved = dict(item.split(':') for item in
+                        nova['DEFAULT']['reserved_huge_pages'].split(','))
+        for name in ('spdk-vhost.service', 'spdk-tgt.service'):
+            lines = _unit_lines(self.unit_path(name))
+            flags = _flags(_exec_start(self.unit_path(name))[1])
+            self.assertEqual('${SPDK_MEM_MB}', flags['-s'], name)
+            mem_mb = int(dict(value.split('=', 1) for _s, key, value in lines
+                              if key == 'Environment')['SPDK_MEM_MB'])
+            self.assertEqual(mem_mb * 1024,
+                             int(reserved['size']) * int(reserved['count']),
+                             name)
+
     def test_one_target_per_host(self):
         for name in UNITS:
             unit = _ini(self.unit_path(name), strict=False)['Unit']

@@ -1,6 +1,8 @@
 """iniset/iniget for the devstack stubs: real ini files, like devstack's.
 
-Usage: ini.py set FILE SECTION KEY VALUE | ini.py get FILE SECTION KEY
+Usage: ini.py set FILE SECTION KEY VALUE | ini.py get FILE SECTION KEY |
+ini.py set_multiline FILE SECTION KEY VALUE... (the values one a line:
+configparser holds one value per key, devstack repeats the key)
 """
 
 import configparser
@@ -22,7 +24,7 @@ def main(argv):
         return 0
     if section != 'DEFAULT' and not parser.has_section(section):
         parser.add_section(section)
-    parser.set(section, key, argv[4])
+    parser.set(section, key, '\n'.join(argv[4:]))
     with open(path, 'w') as out:
         parser.write(out)
     return 0

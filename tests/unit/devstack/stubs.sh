@@ -15,6 +15,10 @@ iniset() {
     "$STUB_PYTHON" "$STUB_DIR/ini.py" set "$@"
 }
 
+iniset_multiline() {
+    "$STUB_PYTHON" "$STUB_DIR/ini.py" set_multiline "$@"
+}
+
 iniget() {
     "$STUB_PYTHON" "$STUB_DIR/ini.py" get "$@"
 }
