@@ -47,14 +47,13 @@ def out_of_mirror(client, volume_id, state):
             and mirror.Member(ctrl['name']).bdev not in in_raid]
 
 
-def _lost(client, raid, volume_id, props):
-    """The :class:`mirror.Member` s out of ``raid``.
+def _lost(client, raid, state, volume_id, props):
+    """The :class:`mirror.Member` s out of ``raid`` (its ``state``).
 
     From the connection properties when given, else as found on the
     target (:func:`out_of_mirror`).
     """
     if props is None:
-        state = mirror.status(None, raid['name'], raid=raid)
         return [mirror.Member(name)
                 for name, _nvme in out_of_mirror(client, volume_id, state)]
     in_raid = mirror.configured(raid)
@@ -77,9 +76,12 @@ def readd(client, volume_id, props=None, conf=None):
     """
     name = volume_bdev.name(volume_id)
     raid = mirror.find(client, name)
-    if raid is None or mirror.status(None, name, raid=raid)['rebuilding']:
+    if raid is None:
         return
-    out = [member for member in _lost(client, raid, volume_id, props)
+    state = mirror.status(None, name, raid=raid)
+    if state['rebuilding']:
+        return
+    out = [member for member in _lost(client, raid, state, volume_id, props)
            if props is None or _attach_again(client, volume_id, member,
                                              conf)]
     for member in out:
