@@ -89,14 +89,14 @@ check_patches() {
         sed -n 's|^+++ b/\(test/unit/.*\)/[^/]*_ut\.c$|\1|p' | sort -u)
     [[ ${#dirs[@]} -gt 0 ]] || return 0
     local -a flags=(CONFIG_UNIT_TESTS=y CONFIG_DEBUG=y)
-    make -C "$src/lib/ut" "${flags[@]}" >>"$src/unittest.log" 2>&1 &&
-        make -C "$src/lib/ut_mock" "${flags[@]}" >>"$src/unittest.log" 2>&1 ||
-        die "SPDK's unit-test libraries failed to build, see $src/unittest.log"
-    for dir in "${dirs[@]}"; do
+    for dir in lib/ut lib/ut_mock "${dirs[@]}"; do
         make -C "$src/$dir" "${flags[@]}" >>"$src/unittest.log" 2>&1 ||
             die "$dir failed to build, see $src/unittest.log"
+    done
+    for dir in "${dirs[@]}"; do
         say "running the patched unit tests in $dir"
-        (cd "$src/$dir" && ./*_ut) >>"$src/unittest.log" 2>&1 ||
+        # Each test directory builds one program, named after its .c file.
+        "$src/$dir/$(basename "$dir" .c)_ut" >>"$src/unittest.log" 2>&1 ||
             die "$dir failed, see $src/unittest.log"
     done
 }
