@@ -40,21 +40,20 @@ def mem_size_mb(argv):
     """
     value = None
     for index, arg in enumerate(argv):
-        for option in MEM_OPTIONS:
-            if arg == option and index + 1 < len(argv):
-                value = argv[index + 1]
-            elif option == '-s' and arg.startswith('-s') and len(arg) > 2:
-                value = arg[2:]
-            elif arg.startswith(option + '='):
-                value = arg[len(option) + 1:]
+        if arg in MEM_OPTIONS and index + 1 < len(argv):
+            value = argv[index + 1]
+        elif arg.startswith('--mem-size='):
+            value = arg[len('--mem-size='):]
+        elif arg.startswith('-s') and len(arg) > 2:
+            value = arg[2:]
     if value is None:
         return None
     number = value.rstrip('bB')
     unit = number[-1:].upper() if number[-1:].isalpha() else ''
-    if unit not in _UNITS or not number[:len(number) - len(unit)].isdigit():
+    digits = number[:len(number) - len(unit)]
+    if unit not in _UNITS or not digits.isdigit():
         raise ValueError('not an SPDK memory size: %r' % value)
-    amount = int(number[:len(number) - len(unit)])
-    return amount if not unit else (amount << _UNITS[unit]) >> 20
+    return int(digits) if not unit else (int(digits) << _UNITS[unit]) >> 20
 
 
 def socket_peer_pid(path):
@@ -74,27 +73,17 @@ def process_argv(pid, proc_root='/proc'):
 
 
 def reserved_mb(page_kb):
-    """MiB of ``page_kb`` pages ``reserved_huge_pages`` reserves, per node."""
-    return {node: sizes.get(page_kb, 0) * page_kb // 1024
-            for node, sizes in
-            hardware.numa_get_reserved_huge_pages().items()}
+    """MiB of ``page_kb`` pages ``reserved_huge_pages`` reserves in all."""
+    return sum(sizes.get(page_kb, 0) * page_kb // 1024
+               for sizes in hardware.numa_get_reserved_huge_pages().values())
 
 
 def suggestion(mem_mb, page_kb, reactor_nodes):
-    """reserved_huge_pages lines holding ``mem_mb`` on the reactors' nodes.
-
-    DPDK spreads ``-s`` over the NUMA nodes of the target's cores, in
-    proportion to their count.
-    """
-    nodes = sorted(set(reactor_nodes)) or [0]
-    pages = -(-mem_mb * 1024 // page_kb)
-    lines = []
-    for node in nodes:
-        share = reactor_nodes.count(node) if reactor_nodes else 1
-        count = -(-pages * share // max(len(reactor_nodes), 1))
-        lines.append('reserved_huge_pages = node:%d,size:%d,count:%d'
-                     % (node, page_kb, count))
-    return '; '.join(lines)
+    """reserved_huge_pages lines holding ``mem_mb`` on the reactors' nodes."""
+    return '; '.join(
+        'reserved_huge_pages = node:%d,size:%d,count:%d'
+        % (node, page_kb, count) for node, count in
+        numa.hugepages_per_node(mem_mb, page_kb, reactor_nodes).items())
 
 
 def _reactor_nodes(client, sysfs_root):
@@ -120,7 +109,7 @@ def check(client, socket_path, proc_root='/proc', sysfs_root='/sys',
         LOG.warning('Could not check that [DEFAULT] reserved_huge_pages '
                     'holds the SPDK target\'s hugepages: %s', err)
         return None
-    reserved = sum(reserved_mb(page_kb).values())
+    reserved = reserved_mb(page_kb)
     if mem_mb is None:
         raise exception.InvalidConfiguration(
             'The SPDK target (%s) runs without -s: it takes hugepages as '

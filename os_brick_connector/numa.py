@@ -67,6 +67,19 @@ def default_hugepage_kb(meminfo='/proc/meminfo'):
     raise ValueError('no Hugepagesize in %s' % meminfo)
 
 
+def hugepages_per_node(mem_mb, page_kb, reactor_nodes):
+    """{node: pages} of ``page_kb`` holding an SPDK target's ``-s``.
+
+    DPDK spreads ``-s`` (``mem_mb``) over the NUMA nodes of the target's
+    cores (``reactor_nodes``, one entry per reactor), in proportion to
+    their count; node 0 when none is known. Rounded up.
+    """
+    nodes = list(reactor_nodes) or [0]
+    pages = -(-mem_mb * 1024 // page_kb)
+    return {node: -(-pages * nodes.count(node) // len(nodes))
+            for node in sorted(set(nodes))}
+
+
 def in_interrupt_mode(reactors):
     """Whether every reactor of ``framework_get_reactors`` sleeps when idle.
 

@@ -338,7 +338,8 @@ def nova_reserved_huge_pages(mem_mb=MEM_MB):
     The compute driver refuses to start with less (its start-up check).
     """
     page_kb = numa.default_hugepage_kb()
-    return 'node:0,size:%d,count:%d' % (page_kb, -(-mem_mb * 1024 // page_kb))
+    [(node, count)] = numa.hugepages_per_node(mem_mb, page_kb, [0]).items()
+    return 'node:%d,size:%d,count:%d' % (node, page_kb, count)
 
 
 def wait_nvme_enabled(client, name, timeout=30):
