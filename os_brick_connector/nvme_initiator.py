@@ -22,13 +22,12 @@ A ``dhchap_ctrlr_key`` beside it is kept the same way, so the host also
 checks that the subsystem is the one Cinder exported (bidirectional).
 """
 
-import re
-
 from oslo_log import log
 
 from os_brick_connector import connector_errors as errors
 from spdk_vhost_core import exception as spdk_exc
 from spdk_vhost_core import nvme_auth
+from spdk_vhost_core import unreplayed
 
 LOG = log.getLogger(__name__)
 
@@ -37,7 +36,6 @@ INTERRUPT_MODE_REASON = (
     'SPDK\'s NVMe-oF initiator only runs on polling reactors and this '
     'target runs in interrupt mode; run the compute host\'s vhost (or '
     'spdk_tgt) without --interrupt-mode to attach remote volumes')
-_NAMESPACE = re.compile(r'^(?P<ctrlr>.+)n(?P<nsid>[0-9]+)$')
 
 
 def controller_name(props):
@@ -53,10 +51,8 @@ def namespace_bdev(name, ns_id):
     return '%sn%d' % (name, int(ns_id))
 
 
-def owner(bdev):
-    """The NVMe controller name namespace bdev ``bdev`` would belong to."""
-    match = _NAMESPACE.match(bdev or '')
-    return match.group('ctrlr') if match else None
+#: The NVMe controller name namespace bdev ``bdev`` would belong to.
+owner = unreplayed.namespace_owner
 
 
 def owns_bdev(name, bdev):

@@ -15,6 +15,7 @@ deleted object comes back. A change whose save shows the target lost it
 """
 
 import contextlib
+import copy
 import fcntl
 import json
 import os
@@ -25,6 +26,7 @@ from oslo_concurrency import lockutils
 from oslo_log import log
 
 from spdk_vhost_core import exception as spdk_exc
+from spdk_vhost_core import unreplayed
 
 LOG = log.getLogger(__name__)
 
@@ -201,6 +203,8 @@ class ConfigSaver(object):
         kept file instead of a round trip whose reply grows with the
         target. Without a file yet (or without one of those subsystems
         in it), the whole config is saved, and ``edits`` are not needed.
+        Either way, what the target could not replay at its start is
+        kept (:mod:`unreplayed`).
 
         Raises :class:`~spdk_vhost_core.exception.ConfigNotSaved` (the
         target is unreachable, or the file cannot be written): the
@@ -210,13 +214,24 @@ class ConfigSaver(object):
             return None
         try:
             with file_lock(self.path):
-                doc = None
-                if subsystems or edits:
-                    doc = self._updated(subsystems or (), edits or {})
-                if doc is None:
-                    doc = self.client.save_config()
-                doc = replay_order(self._filtered(doc))
-                write_atomic(self.path, doc)
+                return self.save_locked(subsystems, edits)
+        except OSError as err:  # the lock's file: its directory
+            raise spdk_exc.ConfigNotSaved(self.path, err) from err
+
+    def save_locked(self, subsystems=None, edits=None):
+        """:meth:`save`, by a caller that holds :func:`file_lock`."""
+        try:
+            old = self.read()
+            doc, reread = None, None
+            if old is not None and (subsystems or edits):
+                reread = tuple(subsystems or ())
+                doc = self._updated(copy.deepcopy(old), reread,
+                                    edits or {})
+            if doc is None:
+                doc, reread = self.client.save_config(), None
+            doc = unreplayed.keep(old, self._filtered(doc), reread)
+            doc = replay_order(doc)
+            write_atomic(self.path, doc)
         except spdk_exc.SpdkRpcError as err:
             raise spdk_exc.ConfigNotSaved(self.path, err) from err
         except OSError as err:
@@ -225,20 +240,23 @@ class ConfigSaver(object):
                   self.path)
         return doc
 
-    def _updated(self, subsystems, edits):
-        """The saved file, ``subsystems`` read again, ``edits`` made.
-
-        None when there is no such file to update.
-        """
+    def read(self):
+        """The saved file; None when there is none, or it is unreadable."""
         try:
             with open(self.path) as f:
-                doc = json.load(f)
+                return json.load(f)
         except FileNotFoundError:
             return None
         except ValueError as err:
             LOG.warning('Saved config %s is unreadable (%s): saving it '
                         'whole', self.path, err)
             return None
+
+    def _updated(self, doc, subsystems, edits):
+        """The saved ``doc``, ``subsystems`` read again, ``edits`` made.
+
+        None when it lacks one of them.
+        """
         items = doc.get('subsystems') or []
         if not set(subsystems) | set(edits) <= {i.get('subsystem')
                                                 for i in items}:

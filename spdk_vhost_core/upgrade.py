@@ -100,8 +100,8 @@ class Upgrade(object):
                     spdk_version.label(new), old))
         with saved_config.file_lock(self.saved):
             self._check_hosts()
-            doc = saved_config.replay_order(self.client.save_config())
-            saved_config.write_atomic(self.saved, doc)
+            saved_config.ConfigSaver(self.client,
+                                     self.saved).save_locked()
             before = target_inventory.take(self.client)
             self.say('%s: %s -> SPDK v%s; %s' % (
                 self.target.app, old, spdk_version.label(new),

@@ -276,9 +276,10 @@ class DevstackPluginTest(PluginTestBase):
         self.prebuilt_spdk()
         self.run_plugin('post-config')
         config = os.path.join(self.env['DATA_DIR'], 'spdk', 'spdk_tgt.json')
-        self.assertIn('rpc.py -s /var/tmp/spdk.sock save_config > '
-                      '%s.new && mv %s.new %s' % (config, config, config),
-                      self.dropin()['ExecStop'])
+        self.assertEqual(
+            '%s --rpc-socket /var/tmp/spdk.sock %s' % (os.path.join(
+                self.env['NOVA_BIN_DIR'], 'spdk-vhost-save-config'), config),
+            self.dropin()['ExecStop'])
         self.assertCalled('systemctl daemon-reload')
         # spdk-vhost-upgrade's drop-in sorts after it, so its SPDK_DIR
         # and empty ExecStop win during and after an upgrade.

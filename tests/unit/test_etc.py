@@ -284,14 +284,21 @@ class SystemdUnitTest(base.TestCase):
             self.assertEqual(others, set(unit['Conflicts'].split()), name)
 
     def test_saved_config_is_the_loaded_config(self):
-        config = self.argument('--json')
-        self.assertIn('save_config > %s.new && mv %s.new %s'
-                      % (config, config, config), self.unit['ExecStop'])
+        from spdk_vhost_core import save_cmd
+        self.assertIn('spdk-vhost-save-config = %s:main' % save_cmd.__name__,
+                      _setup_cfg())
+        for name in UNITS:
+            stop = shlex.split(self.unit_section(name)['ExecStop'])
+            self.assertEqual('spdk-vhost-save-config',
+                             os.path.basename(stop[0]), name)
+            parsed = save_cmd.parse_args(stop[1:])
+            self.assertEqual(
+                (self.argument('-r', name), self.argument('--json', name)),
+                (parsed.rpc_socket, parsed.saved_config), name)
         self.assertIn('--json-ignore-init-errors', self.unit['ExecStart'])
 
     def test_rpc_socket_matches_the_snippets(self):
         socket = self.argument('-r')
-        self.assertIn('-s %s ' % socket, self.unit['ExecStop'])
         cinder = _ini(os.path.join(ETC, 'spdk-vhost', 'cinder-backend.conf'))
         nova = _ini(os.path.join(ETC, 'spdk-vhost', 'nova-compute.conf'))
         self.assertEqual(socket, cinder['spdk']['spdk_rpc_socket'])

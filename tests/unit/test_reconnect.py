@@ -267,6 +267,8 @@ class HostsCheckTest(base.TestCase):
 class SlowTargetClient(object):
     """A vhost target that answers until it is stopped, then never."""
 
+    target = 'unix:/slow'
+
     def __init__(self):
         self.up = True
 
