@@ -24,6 +24,12 @@ a line whenever a volume's state changes
 going to the journal). A controller SPDK gave up still needs ``repair
 --properties``.
 
+The watcher also brings back what a compute target restarted while a
+storage node was down could not replay from its saved config (a remote
+volume's NVMe-oF and vhost-blk controllers, see
+:mod:`os_brick_connector.restore`): each round it tries them again,
+and prints a line when one starts waiting and when it is back.
+
 Both rebuild only where the guest runs (:func:`mirror.guest`): at a
 live migration's destination the source still writes until the switch,
 and a copy rebuilt there before it would miss those writes, so the
@@ -52,6 +58,7 @@ from os_brick_connector import host_lock
 from os_brick_connector import mirror
 from os_brick_connector import mirror_repair
 from os_brick_connector import options
+from os_brick_connector import restore
 from spdk_vhost_core import exception as spdk_exc
 from spdk_vhost_core import properties
 from spdk_vhost_core import spdk_rpc
@@ -180,17 +187,44 @@ def watch_once(client, out, seen, lock_path=None):
     out.flush()
 
 
-def watch(client, out, interval, rounds=None, lock_path=None):
-    """Run :func:`watch_once` every ``interval`` s (``rounds`` times)."""
-    seen = {}
+def restore_once(client, out, waits, saved, lock_path=None):
+    """Restore the saved controllers the target lacks; print changes.
+
+    ``waits``: controller -> why it waited last round, updated; a line
+    is printed when one starts waiting (or waits for another reason)
+    and when it is back.
+    """
+    outcome = restore.restore(client, saved, lock_path)
+    for name in [n for n in waits if n not in outcome]:
+        del waits[name]
+    for name, why in sorted(outcome.items()):
+        if why is None:
+            out.write('%s restored from the saved config\n' % name)
+            waits.pop(name, None)
+        elif waits.get(name) != why:
+            out.write('%s waits: %s\n' % (name, why))
+            waits[name] = why
+    out.flush()
+
+
+def watch(client, out, interval, rounds=None, lock_path=None, saved=None):
+    """Each round of the watcher, every ``interval`` s (``rounds`` times).
+
+    A round is :func:`restore_once` (``saved``: the saved config's path)
+    and :func:`watch_once`.
+    """
+    seen, waits = {}, {}
+    steps = (lambda: restore_once(client, out, waits, saved, lock_path),
+             lambda: watch_once(client, out, seen, lock_path))
     done = 0
     while rounds is None or done < rounds:
-        try:
-            watch_once(client, out, seen, lock_path)
-        except spdk_exc.SpdkVhostError as err:
-            # The compute target restarting: try again next round.
-            out.write('spdk-vhost-replicas watch: %s\n' % err)
-            out.flush()
+        for step in steps:
+            try:
+                step()
+            except spdk_exc.SpdkVhostError as err:
+                # The compute target restarting: try again next round.
+                out.write('spdk-vhost-replicas watch: %s\n' % err)
+                out.flush()
         done += 1
         if rounds is None or done < rounds:
             time.sleep(interval)
@@ -214,7 +248,9 @@ def parse_args(argv):
     fix.add_argument('--properties', help='JSON connection properties of '
                      'the volume, to attach a member SPDK gave up')
     watcher = sub.add_parser('watch', help='add back reconnected members '
-                             'by themselves; print each change of state')
+                             'and restore remote attachments a target '
+                             'restart could not replay, by themselves; '
+                             'print each change of state')
     watcher.add_argument('--interval', type=float, default=10.0,
                          help='seconds between rounds (default 10)')
     args = parser.parse_args(argv)
@@ -245,7 +281,8 @@ def main(argv=None, client=None, conf=None, out=sys.stdout, lock_path=None):
         if client is None:
             client = spdk_rpc.SpdkClient.from_conf(conf)
         if args.command == 'watch':
-            return watch(client, out, args.interval, lock_path=lock_path)
+            return watch(client, out, args.interval, lock_path=lock_path,
+                         saved=conf.spdk_saved_config)
         if args.command == 'repair':
             return repair(client, conf, args.volume_id, args.properties,
                           out=out, lock_path=lock_path)

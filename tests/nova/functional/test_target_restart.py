@@ -19,6 +19,7 @@ born connectable by QEMU.
 
 import grp
 import hashlib
+import io
 import os
 import pwd
 import stat
@@ -28,10 +29,13 @@ import fixtures
 from oslo_config import cfg
 from oslo_config import fixture as config_fixture
 
+from nova_vhost_user import replicas_cmd
 from os_brick_connector import connector
 from os_brick_connector import options
 from os_brick_connector import privileged
+from spdk_vhost_core import save_cmd
 from spdk_vhost_core import saved_config
+from spdk_vhost_core import unreplayed
 from testbed.guest import qemu
 from testbed.guest import writer
 from testbed import net
@@ -272,7 +276,8 @@ class TestComputeRestartWithStorageDown(RestartTestCase):
 
     Its remote attachment cannot be replayed from the saved config; the
     target must start all the same (as the service unit starts it), so
-    the guest on a local volume rides the crash out.
+    the guest on a local volume rides the crash out, and the remote one
+    comes back when the node does (``spdk-vhost-replicas watch``).
     """
 
     def test_local_guest_survives(self):
@@ -291,6 +296,70 @@ class TestComputeRestartWithStorageDown(RestartTestCase):
         self.ride_out(guest, storage_down_then_crash)
         self.assertEqual(state,
                          self.controller_state(client, info['controller']))
+
+    def restorer(self):
+        """One round of the watcher's restore, and what it printed."""
+        locks = self.useFixture(fixtures.TempDir()).path
+        out, waits = io.StringIO(), {}
+
+        def restore():
+            replicas_cmd.restore_once(self.compute.client, out, waits,
+                                      self.compute.saved, locks)
+            return out.getvalue()
+        return restore
+
+    def saved_controllers(self):
+        return [chain.controller for chain in
+                unreplayed.chains(self.compute.saver.read())]
+
+    def test_remote_guest_stalls_then_resumes(self):
+        """Its volume waits in the saved config for the node, then returns.
+
+        Saves of every kind meanwhile (an attach, the units' ExecStop)
+        keep it; the watcher brings it back once the node answers, with
+        its QoS limit, and the guest writes on: a stall, no I/O error.
+        """
+        storage = Host(self, 'storage', storage=True)
+        info = self.attach(self.tcp_props(storage))
+        name = info['controller']
+        client = self.compute.client
+        state = self.controller_state(client, name)
+        guest = self.boot(info)
+        restore = self.restorer()
+        local = dict(self.local_props(), volume_id=VOLUME[:-1] + '2')
+
+        def node_down_restart_node_back():
+            storage.target.stop()
+            self.compute.crash_and_restart()
+            self.assertIsNone(client.vhost_controller(name))
+            self.attach(local)
+            self.assertEqual(0, save_cmd.main([
+                '--rpc-socket', self.compute.target.socket_path,
+                self.compute.saved]))
+            self.assertIn(name, self.saved_controllers())
+            self.assertIn('%s waits: its NVMe-oF subsystem' % name,
+                          restore())
+            self.assertIsNone(client.vhost_controller(name))
+            storage.target.start()
+            self.assertIn('%s restored from the saved config' % name,
+                          restore())
+
+        self.ride_out(guest, node_down_restart_node_back)
+        self.assertEqual(state, self.controller_state(client, name))
+
+    def test_detach_while_the_node_is_down_leaves_nothing(self):
+        storage = Host(self, 'storage', storage=True)
+        props = self.tcp_props(storage)
+        info = self.connector.connect_volume(props)
+        storage.target.stop()
+        self.compute.crash_and_restart()
+        self.connector.disconnect_volume(props, info)
+        self.assertEqual([], self.saved_controllers())
+        storage.target.start()
+        restore = self.restorer()
+        self.assertEqual('', restore())
+        self.assertEqual([], self.compute.client.vhost_get_controllers())
+        self.assertEqual([], self.compute.client.bdev_nvme_get_controllers())
 
 
 class TestRacingRestart(RestartTestCase):

@@ -509,3 +509,21 @@ class TestLock(base.TestCase):
             pass
         found = os.stat(os.path.join(locks, host_lock.NAME))
         self.assertEqual((65534, 65534), (found.st_uid, found.st_gid))
+
+
+class RestoreLinesTest(base.TestCase):
+    """The watcher says once that a volume waits, and when it is back."""
+
+    def test_a_line_per_change(self):
+        rounds = iter([{'vhost-a': 'down'}, {'vhost-a': 'down'},
+                       {'vhost-a': 'refused'}, {'vhost-a': None}, {}])
+        self.useFixture(fixtures.MockPatch(
+            'os_brick_connector.restore.restore',
+            side_effect=lambda *args: next(rounds)))
+        out, waits = io.StringIO(), {}
+        for _round in range(5):
+            replicas_cmd.restore_once(None, out, waits, '/saved.json')
+        self.assertEqual(['vhost-a waits: down', 'vhost-a waits: refused',
+                          'vhost-a restored from the saved config'],
+                         out.getvalue().splitlines())
+        self.assertEqual({}, waits)
