@@ -3,9 +3,11 @@
 ``spdk-vhost-replicas [list]`` prints one line per replicated volume
 attached here (a RAID1 with a superblock on this host's SPDK target, see
 :mod:`os_brick_connector.mirror`): its state, the members in sync, what
-is missing and how far a rebuild got. The exit code is for monitoring:
-0 when every volume is online, 1 when one is degraded, 2 when one is
-offline.
+is missing and how far a rebuild got; and one line per remote volume
+that the target could not replay at its start (its storage node was
+down) and the watcher has not restored yet: its guest's disk stalls.
+The exit code is for monitoring: 0 when every volume is online, 1 when
+one is degraded, 2 when one is offline or waits so.
 
 ``spdk-vhost-replicas repair <volume id>`` brings lost members back
 once their storage target is back. Alone it uses what SPDK still has: a
@@ -96,16 +98,31 @@ def _line(state):
     return text
 
 
-def list_volumes(client, out, as_json=False):
-    """Print every replicated volume; the exit code of the worst."""
+def _waiting_state(controller):
+    """A saved controller the target lacks, as the list reports it."""
+    return {'controller': controller, 'state': mirror.OFFLINE,
+            'problem': 'not replayed at the target\'s start: waits for '
+                       'its storage node'}
+
+
+def list_volumes(client, out, as_json=False, saved=None):
+    """Print every replicated volume; the exit code of the worst.
+
+    Then each remote volume the target could not replay from ``saved``
+    (the saved config), whose guest's disk stalls until the watcher
+    restores it: offline.
+    """
     states = [describe(client, name, raid)
               for name, raid in sorted(mirror.mirrors(client).items())]
+    states += [_waiting_state(name)
+               for name in restore.waiting(client, saved)]
     if as_json:
         json.dump(states, out, indent=2, sort_keys=True)
         out.write('\n')
     else:
         for state in states:
-            out.write(_line(state) + '\n')
+            out.write(('%(controller)s %(state)s; %(problem)s' % state
+                       if 'controller' in state else _line(state)) + '\n')
     return max([EXIT[state['state']] for state in states] or [0])
 
 
@@ -240,8 +257,10 @@ def parse_args(argv):
                              '(default: oslo.config\'s search for '
                              'nova.conf)')
     sub = parser.add_subparsers(dest='command')
-    listing = sub.add_parser('list', help='every replicated volume; exit '
-                             '1 if one is degraded, 2 if one is offline')
+    listing = sub.add_parser('list', help='every replicated volume, and '
+                             'each remote one waiting for its storage '
+                             'node; exit 1 if one is degraded, 2 if one is '
+                             'offline or waits')
     listing.add_argument('--json', action='store_true')
     fix = sub.add_parser('repair', help='bring lost members back')
     fix.add_argument('volume_id')
@@ -286,7 +305,8 @@ def main(argv=None, client=None, conf=None, out=sys.stdout, lock_path=None):
         if args.command == 'repair':
             return repair(client, conf, args.volume_id, args.properties,
                           out=out, lock_path=lock_path)
-        return list_volumes(client, out, getattr(args, 'json', False))
+        return list_volumes(client, out, getattr(args, 'json', False),
+                            saved=conf.spdk_saved_config)
     except (spdk_exc.SpdkVhostError, brick_exc.BrickException, OSError,
             ValueError, cfg.Error) as err:
         print('spdk-vhost-replicas: %s' % err, file=sys.stderr)

@@ -27,9 +27,11 @@ LOG = log.getLogger(__name__)
 
 def _missing(client, saver):
     """The saved chains whose controller the target lacks."""
+    chains = unreplayed.chains(saver.read())
+    if not chains:
+        return []
     live = {c['ctrlr'] for c in client.vhost_get_controllers()}
-    return [chain for chain in unreplayed.chains(saver.read())
-            if chain.controller not in live]
+    return [chain for chain in chains if chain.controller not in live]
 
 
 def waiting(client, path):

@@ -340,6 +340,12 @@ class TestComputeRestartWithStorageDown(RestartTestCase):
             self.assertIn('%s waits: its NVMe-oF subsystem' % name,
                           restore())
             self.assertIsNone(client.vhost_controller(name))
+            listed = io.StringIO()
+            self.assertEqual(2, replicas_cmd.main(
+                ['list'], client=client, conf=self.connector.conf,
+                out=listed))
+            self.assertIn('%s offline; not replayed' % name,
+                          listed.getvalue())
             storage.target.start()
             self.assertIn('%s restored from the saved config' % name,
                           restore())

@@ -6,6 +6,7 @@ slot with ``name`` null. The functional tests check them on real SPDK.
 """
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from spdk_vhost_core import exception as spdk_exc
 from spdk_vhost_core import properties
 from spdk_vhost_core import spdk_rpc_bdev
 from tests import base
+from tests.unit import test_unreplayed
 
 VOLUME = '6a1c7b8e-0d2f-4c3e-9a51-0a2b3c4d5e6f'
 
@@ -94,6 +96,8 @@ class TestStatus(base.TestCase):
 
 
 def connector_conf(**overrides):
+    """The connector's options; no saved config unless one is given."""
+    overrides.setdefault('spdk_saved_config', '')
     conf = cfg.ConfigOpts()
     options.register_opts(conf)
     conf(args=[], default_config_files=[])
@@ -509,6 +513,25 @@ class TestLock(base.TestCase):
             pass
         found = os.stat(os.path.join(locks, host_lock.NAME))
         self.assertEqual((65534, 65534), (found.st_uid, found.st_gid))
+
+
+class WaitingListTest(base.TestCase):
+    """The list says which remote volume waits for its storage node."""
+
+    def test_offline_until_restored(self):
+        path = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                            'spdk_tgt.json')
+        with open(path, 'w') as sink:
+            json.dump(test_unreplayed.SAVED, sink)
+        out = io.StringIO()
+        code = replicas_cmd.main(
+            ['list'], client=CommandAnswers([raid('a', 'b')]),
+            conf=connector_conf(spdk_saved_config=path), out=out)
+        self.assertEqual(
+            (2, ['%s online 2/2 in sync' % VOLUME,
+                 'vhost-vol-a offline; not replayed at the target\'s '
+                 'start: waits for its storage node']),
+            (code, out.getvalue().splitlines()))
 
 
 class RestoreLinesTest(base.TestCase):
