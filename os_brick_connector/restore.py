@@ -1,12 +1,16 @@
 """Bring back the remote attachments a restarted target could not replay.
 
 A compute target restarted while a storage node is down starts without
-that node's volumes (:mod:`spdk_vhost_core.unreplayed`): their guests'
-QEMU keeps trying the missing vhost socket, and the saved config keeps
-their entries. Once the node answers again, :func:`restore` replays
-them as the target's start would have: the NVMe-oF controller, its
-namespace's QoS limits, then the vhost-blk controller, whose socket
-QEMU then reconnects to. The guest saw a stall, not a lost disk.
+that node's copies (:mod:`spdk_vhost_core.unreplayed`), and the saved
+config keeps their entries. A single-copy volume on it lacks its
+vhost-blk controller: its guest's QEMU keeps trying the socket. A
+replicated volume runs degraded on its other copies, or, when their
+superblocks still count the lost one in sync, waits for it unassembled.
+Once the node answers again, :func:`restore` replays what is missing as
+the target's start would have: the NVMe-oF controllers, then (examine
+assembles a mirror) the QoS limits and the vhost-blk controller, whose
+socket QEMU then reconnects to. The guest saw a stall, not a lost disk;
+a member back in a degraded mirror is rebuilt by the watcher's repair.
 
 ``spdk-vhost-replicas watch`` calls it every round. Each controller is
 restored under the connector's lock (:mod:`host_lock`) and the saved
@@ -25,25 +29,39 @@ from spdk_vhost_core import unreplayed
 LOG = log.getLogger(__name__)
 
 
-def _missing(client, saver):
-    """The saved chains whose controller the target lacks."""
+def _pending(client, saver):
+    """``[(chain, its NVMe attaches missing)]`` the target lacks part of.
+
+    A mirror whose vhost controller runs misses a member only while the
+    mirror lacks one: a member replaced on purpose is not brought back.
+    """
     chains = unreplayed.chains(saver.read())
     if not chains:
         return []
     live = {c['ctrlr'] for c in client.vhost_get_controllers()}
-    return [chain for chain in chains if chain.controller not in live]
+    attached = {c['name'] for c in client.bdev_nvme_get_controllers()}
+    found = []
+    for chain in chains:
+        missing = [a for a in chain.attaches
+                   if unreplayed.name_of(a) not in attached]
+        if chain.controller not in live:
+            found.append((chain, missing))
+        elif missing and chain.mirror and unreplayed.mirror_incomplete(
+                client, chain.mirror):
+            found.append((chain, missing))
+    return found
 
 
 def waiting(client, path):
-    """Names of the saved controllers the target lacks."""
+    """Names of the saved controllers the target lacks part of."""
     if not path:
         return []
     saver = saved_config.ConfigSaver(client, path)
-    return [chain.controller for chain in _missing(client, saver)]
+    return [chain.controller for chain, _missing in _pending(client, saver)]
 
 
 def restore(client, path, lock_path=None):
-    """Replay each saved controller the target lacks.
+    """Replay what the target lacks of each saved controller.
 
     Returns ``{controller: None}`` for each one restored and
     ``{controller: why}`` for each one that still waits (its storage
@@ -59,32 +77,50 @@ def restore(client, path, lock_path=None):
     return outcome
 
 
-def _attached(client, attach):
+def _attach(client, attach):
+    """Attach one saved NVMe controller; why it failed, or None."""
+    params = attach['params']
     try:
-        client.bdev_nvme_get_controllers(name=attach['params']['name'])
+        client.call(unreplayed.ATTACH, params)
+    except spdk_exc.SpdkRpcError as err:
+        return ('its NVMe-oF subsystem %s at %s:%s does not answer: %s'
+                % (params.get('subnqn'), params.get('traddr'),
+                   params.get('trsvcid'), err))
+    return None
+
+
+def _exposed(client, chain):
+    """Whether the bdev the controller exposes is there to expose."""
+    dev = chain.vhost[0]['params']['dev_name']
+    try:
+        client.bdev_get_bdevs(name=dev)
     except spdk_exc.NotFound:
         return False
     return True
 
 
 def _restore_one(client, saver, name):
-    """Restore controller ``name`` if it is still saved and missing."""
-    chain = next((c for c in _missing(client, saver)
-                  if c.controller == name), None)
-    if chain is None:
+    """Restore what controller ``name`` lacks, if it still does."""
+    found = [(chain, missing) for chain, missing in _pending(client, saver)
+             if chain.controller == name]
+    if not found:
         return None  # detached, or restored, meanwhile
-    attach = chain.attach['params']
-    if not _attached(client, chain.attach):
-        try:
-            client.call(unreplayed.ATTACH, attach)
-        except spdk_exc.SpdkRpcError as err:
-            why = ('its NVMe-oF subsystem %s at %s:%s does not answer: %s'
-                   % (attach.get('subnqn'), attach.get('traddr'),
-                      attach.get('trsvcid'), err))
-            LOG.debug('vhost-blk controller %s waits: %s', name, why)
-            return why
-    for entry in chain.qos + chain.vhost:
-        client.call(entry['method'], entry.get('params'))
+    [(chain, missing)] = found
+    why = [reason for reason in (_attach(client, a) for a in missing)
+           if reason]
+    if chain.mirror:
+        # Examine assembles the mirror from its members' superblocks.
+        client.bdev_wait_for_examine()
+    if client.vhost_controller(name) is None:
+        if not _exposed(client, chain):
+            why.append('%s is not assembled yet' % chain.vhost[0][
+                'params']['dev_name'])
+        else:
+            for entry in chain.qos + chain.vhost:
+                client.call(entry['method'], entry.get('params'))
+    if why:
+        LOG.debug('vhost-blk controller %s waits: %s', name, '; '.join(why))
+        return '; '.join(why)
     LOG.info('vhost-blk controller %s restored from the saved config: '
-             'its storage node %s answers again', name, attach.get('traddr'))
+             'its storage nodes answer again', name)
     return None

@@ -229,7 +229,8 @@ class ConfigSaver(object):
                                     edits or {})
             if doc is None:
                 doc, reread = self.client.save_config(), None
-            doc = unreplayed.keep(old, self._filtered(doc), reread)
+            doc = unreplayed.keep(old, self._filtered(doc), reread,
+                                  self.client)
             doc = replay_order(doc)
             write_atomic(self.path, doc)
         except spdk_exc.SpdkRpcError as err:

@@ -1,19 +1,23 @@
 """Saved-config entries a restarted target could not replay, kept.
 
 A compute target that restarts while a storage node is down cannot
-attach that node's volumes again: ``--json-ignore-init-errors`` lets it
-start without their NVMe-oF controllers and the vhost-blk controllers
-on them. Their guests' QEMU waits for the socket to come back (a stall,
-not a lost disk), so those entries must outlive every save until the
-node is back and the compute host replays them
-(:mod:`os_brick_connector.restore`). A save that reads the ``bdev``
-subsystem from the target would drop them: :func:`keep` puts them back.
-A detach takes the controller's entry out of the file on purpose, and
-with it the reason to keep the rest.
+attach that node's copies again: ``--json-ignore-init-errors`` lets it
+start without their NVMe-oF controllers, and without the vhost-blk
+controller of a volume that has no copy left to run on. Their guests'
+QEMU waits for the socket to come back (a stall, not a lost disk), so
+those entries must outlive every save until the node is back and the
+compute host replays them (:mod:`os_brick_connector.restore`). A save
+that reads the ``bdev`` subsystem from the target would drop them:
+:func:`keep` puts them back. A detach takes the controller's entry out
+of the file on purpose, and with it the reason to keep the rest.
 
-Such a *chain* is one vhost-blk controller over a namespace of an NVMe
-controller attached by the saved config, with the QoS limits of that
-namespace.
+Such a *chain* is one saved vhost-blk controller and the saved NVMe-oF
+attaches under it: a single-copy volume's (the controller exposes its
+namespace ``<name>n<id>``), or a replicated volume's members (the
+controller exposes the mirror ``<volume>``, its members are the
+namespaces of ``<volume>.<tag>``), with the QoS limits of what the
+controller exposes. SPDK saves no mirror: examine assembles it from the
+members' superblocks.
 """
 
 import collections
@@ -33,12 +37,14 @@ def namespace_owner(bdev):
     return match.group('ctrlr') if match else None
 
 
-Chain = collections.namedtuple('Chain', 'controller attach qos vhost')
-Chain.__doc__ = """One saved controller over an NVMe-oF namespace.
+Chain = collections.namedtuple('Chain',
+                               'controller attaches qos vhost mirror')
+Chain.__doc__ = """One saved controller and the NVMe-oF attaches under it.
 
-``controller``: its name; ``attach``: the NVMe controller's entry;
-``qos``: the namespace's QoS entries; ``vhost``: the controller's own
-entries (creation, coalescing), in the file's order.
+``controller``: its name; ``attaches``: the NVMe controllers' entries;
+``qos``: the exposed bdev's QoS entries; ``vhost``: the controller's
+own entries (creation, coalescing), in the file's order; ``mirror``:
+the mirror's name for a replicated volume, else None.
 """
 
 
@@ -50,6 +56,11 @@ def config(doc, subsystem):
     return []
 
 
+def name_of(entry):
+    """An entry's ``params['name']`` (an attach's NVMe controller)."""
+    return entry.get('params', {}).get('name')
+
+
 def _param(entry, key):
     return entry.get('params', {}).get(key)
 
@@ -58,22 +69,26 @@ def chains(doc):
     """Every chain of a saved config, in its controllers' order."""
     bdevs = config(doc, BDEV)
     vhost = config(doc, VHOST)
-    attaches = {_param(e, 'name'): e for e in bdevs
-                if e.get('method') == ATTACH}
+    attaches = [e for e in bdevs if e.get('method') == ATTACH]
     found = []
     for entry in vhost:
         if entry.get('method') != CREATE:
             continue
         dev = _param(entry, 'dev_name')
-        attach = attaches.get(namespace_owner(dev))
-        if attach is None:
+        mirror = None
+        under = [a for a in attaches if name_of(a) == namespace_owner(dev)]
+        if not under:
+            mirror = dev
+            under = [a for a in attaches
+                     if (name_of(a) or '').startswith('%s.' % dev)]
+        if not under:
             continue
         name = _param(entry, 'ctrlr')
         found.append(Chain(
-            name, attach,
+            name, under,
             [e for e in bdevs if e.get('method') == QOS and
-             _param(e, 'name') == dev],
-            [e for e in vhost if _param(e, 'ctrlr') == name]))
+             name_of(e) == dev],
+            [e for e in vhost if _param(e, 'ctrlr') == name], mirror))
     return found
 
 
@@ -89,27 +104,49 @@ def _add(doc, subsystem, entries):
     item['config'] = held + [e for e in entries if e not in held]
 
 
-def keep(old, new, reread=None):
+def mirror_incomplete(client, name):
+    """Whether mirror ``name`` lacks a member (or is not assembled).
+
+    A member whose attach is missing then is one the target could not
+    attach; one replaced on purpose has its slot filled by the new one.
+    """
+    for raid in client.bdev_raid_get_bdevs():
+        if raid.get('name') == name:
+            return any(not base.get('name') or
+                       not base.get('is_configured', True)
+                       for base in raid.get('base_bdevs_list') or ())
+    return True
+
+
+def keep(old, new, reread=None, client=None):
     """``new`` with ``old``'s chains the target has not replayed.
 
     ``reread``: the subsystems of ``new`` read from the target (None:
     all, a whole save); the others are ``old``'s, edited by the caller.
-    A chain is kept when its NVMe controller is not attached (``bdev``
-    was read, and lacks it) and its controller was not taken out of the
-    file on purpose (``vhost_blk`` was read from the target, which lacks
-    it as well, or it is still in ``new``).
+    A chain is kept when one of its NVMe controllers is not attached
+    (``bdev`` was read, and lacks it), its controller was not taken out
+    of the file on purpose (``vhost_blk`` was read from the target, or
+    it is still in ``new``), and, for a mirror, the mirror lacks a
+    member on the target (asked through ``client``).
     """
     reread = (BDEV, VHOST) if reread is None else reread
     if BDEV not in reread or old is None:
         return new
-    attached = {_param(e, 'name') for e in config(new, BDEV)
+    attached = {name_of(e) for e in config(new, BDEV)
                 if e.get('method') == ATTACH}
+    limited = {name_of(e) for e in config(new, BDEV)
+               if e.get('method') == QOS}
     saved = {_param(e, 'ctrlr') for e in config(new, VHOST)}
     for chain in chains(old):
-        if _param(chain.attach, 'name') in attached:
+        missing = [a for a in chain.attaches if name_of(a) not in attached]
+        if not missing:
             continue
         if VHOST not in reread and chain.controller not in saved:
             continue
-        _add(new, BDEV, [chain.attach] + chain.qos)
-        _add(new, VHOST, chain.vhost)
+        if chain.mirror and not mirror_incomplete(client, chain.mirror):
+            continue
+        _add(new, BDEV, missing + [e for e in chain.qos
+                                   if name_of(e) not in limited])
+        if chain.controller not in saved:
+            _add(new, VHOST, chain.vhost)
     return new

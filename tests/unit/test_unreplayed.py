@@ -32,6 +32,15 @@ def doc(bdev, vhost):
 
 
 SAVED = doc([LAYER, ATTACH, QOS], [LOCAL, CREATE, COALESCE])
+MEMBER_A = {'method': 'bdev_nvme_attach_controller',
+            'params': {'name': 'vol-m.0a0a', 'traddr': '10.0.0.3'}}
+MEMBER_B = {'method': 'bdev_nvme_attach_controller',
+            'params': {'name': 'vol-m.0b0b', 'traddr': '10.0.0.4'}}
+MIRROR_QOS = {'method': 'bdev_set_qos_limit',
+              'params': {'name': 'vol-m', 'rw_ios_per_sec': 500}}
+MIRROR = {'method': 'vhost_create_blk_controller',
+          'params': {'ctrlr': 'vhost-vol-m', 'dev_name': 'vol-m'}}
+MIRRORED = doc([MEMBER_A, MEMBER_B, MIRROR_QOS], [MIRROR])
 # The target after a restart with the storage node down.
 LIVE = doc([LAYER], [LOCAL])
 
@@ -40,8 +49,13 @@ class TestChains(base.TestCase):
 
     def test_a_remote_controller_is_a_chain(self):
         [chain] = unreplayed.chains(SAVED)
-        self.assertEqual(('vhost-' + VOLUME, ATTACH, [QOS],
-                          [CREATE, COALESCE]), tuple(chain))
+        self.assertEqual(('vhost-' + VOLUME, [ATTACH], [QOS],
+                          [CREATE, COALESCE], None), tuple(chain))
+
+    def test_a_mirror_is_a_chain_of_its_members(self):
+        [chain] = unreplayed.chains(MIRRORED)
+        self.assertEqual(('vhost-vol-m', [MEMBER_A, MEMBER_B], [MIRROR_QOS],
+                          [MIRROR], 'vol-m'), tuple(chain))
 
     def test_namespace_owner(self):
         self.assertEqual(VOLUME, unreplayed.namespace_owner(VOLUME + 'n1'))
@@ -86,6 +100,46 @@ class TestKeep(base.TestCase):
 
     def test_no_old_file(self):
         self.assertEqual(LIVE, unreplayed.keep(None, LIVE))
+
+
+class Raids(object):
+    """A client that only answers bdev_raid_get_bdevs."""
+
+    def __init__(self, *raids):
+        self.raids = list(raids)
+
+    def bdev_raid_get_bdevs(self):
+        return self.raids
+
+
+def raid(*members):
+    """Mirror vol-m as SPDK lists it: a lost member's slot has no name."""
+    return {'name': 'vol-m', 'base_bdevs_list': [
+        {'name': member, 'is_configured': bool(member)}
+        for member in members]}
+
+
+class TestKeepMirror(base.TestCase):
+
+    def kept(self, new, *raids):
+        return unreplayed.keep(MIRRORED, json.loads(json.dumps(new)),
+                               None, Raids(*raids))
+
+    def test_lost_member_kept_while_the_mirror_lacks_it(self):
+        live = doc([MEMBER_A, MIRROR_QOS], [MIRROR])
+        self.assertEqual(doc([MEMBER_A, MIRROR_QOS, MEMBER_B], [MIRROR]),
+                         self.kept(live, raid('vol-m.0a0an1', None)))
+
+    def test_unassembled_mirror_keeps_its_controller_and_limits(self):
+        live = doc([MEMBER_A], [])
+        self.assertEqual(doc([MEMBER_A, MEMBER_B, MIRROR_QOS], [MIRROR]),
+                         self.kept(live))
+
+    def test_a_replaced_member_goes(self):
+        member_c = dict(MEMBER_B, params={'name': 'vol-m.0c0c'})
+        live = doc([MEMBER_A, member_c, MIRROR_QOS], [MIRROR])
+        self.assertEqual(live, self.kept(
+            live, raid('vol-m.0a0an1', 'vol-m.0c0cn1')))
 
 
 class TestSaverKeeps(base.TestCase):

@@ -13,16 +13,19 @@ original storage target is killed, so that every read comes from it.
 import hashlib
 import io
 import json
+import os
 import time
 
 import fixtures
 from testtools import content
 
 from nova_vhost_user import replicas_cmd
+from os_brick_connector import connector
 from os_brick_connector import mirror
 from os_brick_connector import mirror_repair
 from spdk_vhost_core import reconnect
 from spdk_vhost_core import saved_config
+from spdk_vhost_core import unreplayed
 from testbed.guest import qemu
 from testbed.guest import writer
 from testbed import spdk_target
@@ -247,3 +250,68 @@ class TestReplace(RepairCase):
         guest.stop()
         self.connector.disconnect_volume(new_props, info)
         self.assert_nothing_left()
+
+
+class TestComputeRestartDegraded(RepairCase):
+    """The compute target restarts while a copy's storage node is down.
+
+    It comes back degraded on the copy left, the guest's disk with it;
+    the saved config keeps the lost member's attach through every save,
+    and once the node is back the watcher attaches it again and adds it
+    back, and the mirror rebuilds.
+    """
+
+    def start_compute(self):
+        self.saved = os.path.join(
+            self.useFixture(fixtures.TempDir()).path, 'compute.json')
+        return targets.remote_compute(self, json_config=self.saved)
+
+    def setUp(self):
+        super().setUp()
+        self.cfg.config(group=GROUP, spdk_saved_config=self.saved)
+        self.connector = connector.SpdkVhostConnector(
+            None, conf=self.conf, client=self.client)
+        self.locks = self.useFixture(fixtures.TempDir()).path
+
+    def saved_attaches(self):
+        doc = saved_config.ConfigSaver(self.client, self.saved).read()
+        return [unreplayed.name_of(entry)
+                for entry in unreplayed.config(doc, unreplayed.BDEV)
+                if entry['method'] == unreplayed.ATTACH]
+
+    def restore(self):
+        out = io.StringIO()
+        replicas_cmd.restore_once(self.client, out, {}, self.saved,
+                                  self.locks)
+        return out.getvalue()
+
+    def test_degraded_mirror_comes_back_then_rebuilds(self):
+        props = self.replicated()
+        saved_config.ConfigSaver(self.second, self.second_saved).save()
+        info = self.connect(props)
+        guest = self.useFixture(qemu.GuestFixture(
+            [qemu.VhostUserDisk(info['path'], 1, reconnect=1)])).guest
+        guest.execute(qemu.write_pattern('vda', base.KEPT[0], base.KEPT[1],
+                                         'kept'))
+        self.lose_second(guest)
+        second = mirror.member_controller(VOLUME, 'storage-b')
+        self.client.close()
+        self.target.restart(crash=True)
+        state = mirror.status(self.client, VOLUME)
+        self.assertEqual(('degraded', [member(VOLUME, 'storage-a')]),
+                         (state['state'], state['members']))
+        self.assertEqual(sha('degraded', DEGRADED[1]),
+                         self.read_sha(guest, *DEGRADED))
+        # A save that reads the target again keeps the lost member.
+        saved_config.ConfigSaver(self.client, self.saved).save()
+        self.assertIn(second, self.saved_attaches())
+        self.assertIn('vhost-%s waits: its NVMe-oF subsystem' % VOLUME,
+                      self.restore())
+        self.second.close()
+        self.second_target.start()
+        self.assertIn('vhost-%s restored from the saved config' % VOLUME,
+                      self.restore())
+        spdk_target.wait_nvme_enabled(self.client, second)
+        replicas_cmd.watch_once(self.client, io.StringIO(), {}, self.locks)
+        self.wait_online()
+        self.kill_first_and_read(guest, second)
