@@ -91,9 +91,8 @@ def _attach(client, attach):
 
 def _exposed(client, chain):
     """Whether the bdev the controller exposes is there to expose."""
-    dev = chain.vhost[0]['params']['dev_name']
     try:
-        client.bdev_get_bdevs(name=dev)
+        client.bdev_get_bdevs(name=chain.bdev)
     except spdk_exc.NotFound:
         return False
     return True
@@ -113,8 +112,7 @@ def _restore_one(client, saver, name):
         client.bdev_wait_for_examine()
     if client.vhost_controller(name) is None:
         if not _exposed(client, chain):
-            why.append('%s is not assembled yet' % chain.vhost[0][
-                'params']['dev_name'])
+            why.append('its bdev %s is not there yet' % chain.bdev)
         else:
             for entry in chain.qos + chain.vhost:
                 client.call(entry['method'], entry.get('params'))

@@ -38,10 +38,11 @@ def namespace_owner(bdev):
 
 
 Chain = collections.namedtuple('Chain',
-                               'controller attaches qos vhost mirror')
+                               'controller bdev attaches qos vhost mirror')
 Chain.__doc__ = """One saved controller and the NVMe-oF attaches under it.
 
-``controller``: its name; ``attaches``: the NVMe controllers' entries;
+``controller``: its name; ``bdev``: the bdev it exposes; ``attaches``:
+the NVMe controllers' entries;
 ``qos``: the exposed bdev's QoS entries; ``vhost``: the controller's
 own entries (creation, coalescing), in the file's order; ``mirror``:
 the mirror's name for a replicated volume, else None.
@@ -85,7 +86,7 @@ def chains(doc):
             continue
         name = _param(entry, 'ctrlr')
         found.append(Chain(
-            name, under,
+            name, dev, under,
             [e for e in bdevs if e.get('method') == QOS and
              name_of(e) == dev],
             [e for e in vhost if _param(e, 'ctrlr') == name], mirror))

@@ -49,13 +49,13 @@ class TestChains(base.TestCase):
 
     def test_a_remote_controller_is_a_chain(self):
         [chain] = unreplayed.chains(SAVED)
-        self.assertEqual(('vhost-' + VOLUME, [ATTACH], [QOS],
+        self.assertEqual(('vhost-' + VOLUME, VOLUME + 'n1', [ATTACH], [QOS],
                           [CREATE, COALESCE], None), tuple(chain))
 
     def test_a_mirror_is_a_chain_of_its_members(self):
         [chain] = unreplayed.chains(MIRRORED)
-        self.assertEqual(('vhost-vol-m', [MEMBER_A, MEMBER_B], [MIRROR_QOS],
-                          [MIRROR], 'vol-m'), tuple(chain))
+        self.assertEqual(('vhost-vol-m', 'vol-m', [MEMBER_A, MEMBER_B],
+                          [MIRROR_QOS], [MIRROR], 'vol-m'), tuple(chain))
 
     def test_namespace_owner(self):
         self.assertEqual(VOLUME, unreplayed.namespace_owner(VOLUME + 'n1'))
