@@ -28,9 +28,10 @@ going to the journal). A controller SPDK gave up still needs ``repair
 
 The watcher also brings back what a compute target restarted while a
 storage node was down could not replay from its saved config (a remote
-volume's NVMe-oF and vhost-blk controllers, see
+volume's NVMe-oF and vhost-blk controllers, a mirror's lost member, see
 :mod:`os_brick_connector.restore`): each round it tries them again,
-and prints a line when one starts waiting and when it is back.
+and prints a line when one starts waiting and when it is back; a member
+back is then added to its mirror like any other.
 
 Both rebuild only where the guest runs (:func:`mirror.guest`): at a
 live migration's destination the source still writes until the switch,
