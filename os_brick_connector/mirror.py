@@ -23,6 +23,7 @@ from os_brick_connector import connector_errors as errors
 from os_brick_connector import nvme_initiator
 from spdk_vhost_core import exception as spdk_exc
 from spdk_vhost_core import reconnect
+from spdk_vhost_core import spdk_rpc_bdev
 
 LOG = log.getLogger(__name__)
 
@@ -110,10 +111,8 @@ def mirrors(client):
             if raid.get('raid_level') == LEVEL and raid.get('superblock')}
 
 
-def configured(raid):
-    """The members in use: a failed or missing one has no name, or is off."""
-    return [base['name'] for base in raid.get('base_bdevs_list') or ()
-            if base.get('name') and base.get('is_configured', True)]
+#: The members in use: a failed or missing one has no name, or is off.
+configured = spdk_rpc_bdev.raid_members
 
 
 def check(raid, wanted):

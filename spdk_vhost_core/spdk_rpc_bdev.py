@@ -157,6 +157,16 @@ class LvolMethods(object):
                          rpc_params(operation_id=operation_id))
 
 
+def raid_members(raid):
+    """The members a RAID of ``bdev_raid_get_bdevs`` uses.
+
+    A failed or missing member keeps its slot, with no name or not
+    configured.
+    """
+    return [base['name'] for base in raid.get('base_bdevs_list') or ()
+            if base.get('name') and base.get('is_configured', True)]
+
+
 class RaidMethods(object):
     """RAID bdevs: a replicated volume's mirror, a local volume's layer.
 

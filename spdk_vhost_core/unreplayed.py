@@ -23,6 +23,8 @@ members' superblocks.
 import collections
 import re
 
+from spdk_vhost_core import spdk_rpc_bdev
+
 ATTACH = 'bdev_nvme_attach_controller'
 CREATE = 'vhost_create_blk_controller'
 QOS = 'bdev_set_qos_limit'
@@ -113,9 +115,8 @@ def mirror_incomplete(client, name):
     """
     for raid in client.bdev_raid_get_bdevs():
         if raid.get('name') == name:
-            return any(not base.get('name') or
-                       not base.get('is_configured', True)
-                       for base in raid.get('base_bdevs_list') or ())
+            return (len(spdk_rpc_bdev.raid_members(raid)) <
+                    len(raid.get('base_bdevs_list') or ()))
     return True
 
 

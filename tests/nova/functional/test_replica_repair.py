@@ -275,9 +275,7 @@ class TestComputeRestartDegraded(RepairCase):
 
     def saved_attaches(self):
         doc = saved_config.ConfigSaver(self.client, self.saved).read()
-        return [unreplayed.name_of(entry)
-                for entry in unreplayed.config(doc, unreplayed.BDEV)
-                if entry['method'] == unreplayed.ATTACH]
+        return saved_config.names(doc, unreplayed.ATTACH, 'name')
 
     def restore(self):
         out = io.StringIO()
