@@ -15,19 +15,19 @@ from spdk_vhost_core import exception as rpc_exc
 from spdk_vhost_core import node_state
 from spdk_vhost_core import spdk_version
 
-# Lvols, snapshots, clones and QoS: every SPDK application has them.
+# Lvols, snapshots, clones, QoS and moves between pools (a shallow copy
+# from lvol to lvol): every SPDK application has them.
 LVOL = frozenset((
     'rpc_get_methods', 'bdev_get_bdevs', 'bdev_set_qos_limit',
     'bdev_lvol_get_lvstores', 'bdev_lvol_get_lvols', 'bdev_lvol_create',
     'bdev_lvol_delete',
     'bdev_lvol_resize', 'bdev_lvol_snapshot', 'bdev_lvol_clone',
     'bdev_lvol_rename', 'bdev_lvol_decouple_parent', 'bdev_lvol_inflate',
-    'bdev_lvol_set_read_only'))
+    'bdev_lvol_set_read_only', 'bdev_lvol_start_shallow_copy',
+    'bdev_lvol_check_shallow_copy'))
 # Image export: a shallow copy into a file staged on the target's host,
 # so only for a target on this host (not one behind its node's agent).
-STAGING = frozenset((
-    'bdev_aio_create', 'bdev_aio_delete', 'bdev_lvol_start_shallow_copy',
-    'bdev_lvol_check_shallow_copy'))
+STAGING = frozenset(('bdev_aio_create', 'bdev_aio_delete'))
 # Exports to other hosts, image import and QoS changes on idle volumes.
 NVMF = frozenset((
     'nvmf_create_transport', 'nvmf_create_subsystem',

@@ -33,6 +33,8 @@ FORWARDED = frozenset((
     'bdev_lvol_delete', 'bdev_lvol_resize', 'bdev_lvol_snapshot',
     'bdev_lvol_clone', 'bdev_lvol_rename', 'bdev_lvol_decouple_parent',
     'bdev_lvol_inflate', 'bdev_lvol_set_read_only',
+    # a move between the node's lvol stores (retype, migrate)
+    'bdev_lvol_start_shallow_copy', 'bdev_lvol_check_shallow_copy',
     # NVMe-oF exports, one subsystem per volume
     'nvmf_create_transport', 'nvmf_get_transports', 'nvmf_create_subsystem',
     'nvmf_delete_subsystem', 'nvmf_get_subsystems', 'nvmf_subsystem_add_ns',

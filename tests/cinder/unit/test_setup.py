@@ -8,7 +8,9 @@ from cinder_spdk_vhost import driver as spdk_driver
 from cinder_spdk_vhost import peers
 from cinder_spdk_vhost import rollback
 from cinder_spdk_vhost import target_rpcs
+from spdk_vhost_agent import methods as agent_methods
 from spdk_vhost_core import exception as rpc_exc
+from spdk_vhost_core import node_state
 from tests.cinder import base
 from tests.cinder.unit import driver_base as dbase
 
@@ -92,6 +94,13 @@ class RequiredRpcsTest(base.CinderTestCase):
         # Without the agent, the same target would need to open files.
         reason = target_rpcs.missing(Conf(), self.AGENT)
         self.assertIn('bdev_aio_create', reason)
+
+    def test_the_agent_offers_what_a_node_backend_needs(self):
+        offered = agent_methods.FORWARDED | set(node_state.METHODS)
+        for auth in ('none', 'dhchap'):
+            conf = Conf(auth=auth, agent_url='https://node:5261')
+            for group, need in target_rpcs.required(conf):
+                self.assertEqual(set(), group - offered, need)
 
     def test_no_lvol_module(self):
         reason = target_rpcs.missing(Conf('none'), {'rpc_get_methods'})
