@@ -189,6 +189,12 @@ class Network(fixtures.Fixture):
         self._numbers = itertools.count(2)
         self._relays = {}
 
+    def shared_dir(self, name):
+        """A directory hosts may mount (``hosts.Host(shared_dirs=...)``)."""
+        path = os.path.join(self.workdir, 'shared-' + name)
+        os.makedirs(path, mode=0o755, exist_ok=True)
+        return path
+
     def allocate(self):
         """The next free host address of the subnet."""
         address = self.subnet.network_address + next(self._numbers)

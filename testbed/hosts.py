@@ -56,15 +56,22 @@ class Host(fixtures.Fixture):
 
     ``argv(cmd)`` (and ``run``, ``popen``) runs a command inside it;
     ``path(p)`` is where this machine sees the host's private path ``p``.
+    ``extra_dirs``: more directories of its own than :data:`PRIVATE_DIRS`
+    (a compute host's libvirt and Nova directories). ``shared_dirs``:
+    mount point -> a directory of :meth:`bridge.Network.shared_dir`,
+    the same on every host that mounts it, as an NFS export would be.
     """
 
-    def __init__(self, network, name, start_timeout=10):
+    def __init__(self, network, name, start_timeout=10, extra_dirs=(),
+                 shared_dirs=None):
         super().__init__()
+        self.shared_dirs = dict(shared_dirs or {})
         if not _NAME.match(name):
             raise ValueError('not a host name: %r' % name)
         self.network = network
         self.name = name
         self.start_timeout = start_timeout
+        self.private_dirs = PRIVATE_DIRS + tuple(extra_dirs)
         self.holder = None
 
     def _setUp(self):
@@ -90,7 +97,7 @@ class Host(fixtures.Fixture):
         and ``/var/lib`` stay untouched.
         """
         self.dirs, self.overlays = {}, {}
-        for mount in PRIVATE_DIRS:
+        for mount in self.private_dirs:
             self.dirs[mount] = os.path.join(self.root, _mangle(mount))
             os.mkdir(self.dirs[mount], 0o755)
             parent = mount
@@ -101,6 +108,7 @@ class Host(fixtures.Fixture):
                     raise bridge.HostError('no overlay on / for %s' % mount)
                 self.overlays[parent] = os.path.join(
                     self.root, '.overlay', _mangle(parent))
+        self.dirs.update(self.shared_dirs)
         for upper in self.overlays.values():
             for part in ('upper', 'work'):
                 os.makedirs(os.path.join(upper, part))

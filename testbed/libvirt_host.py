@@ -20,6 +20,14 @@ With ``hostname``, the daemon also gets its own UTS namespace and that
 host name: Nova names a compute node (and its placement resource
 provider) after libvirt's host name, so two nova-compute services on one
 machine need daemons that report different ones.
+
+With ``host`` (a :class:`testbed.hosts.Host` made with
+:data:`HOST_DIRS` among its ``extra_dirs``), the daemons run inside that
+host instead: its namespaces, its name, its own directories, and nothing
+of this machine's libvirtd in reach. ``listen_tcp`` then also opens
+libvirt's TCP port on the host's address, without authentication, for
+the other hosts' daemons to migrate to it (``qemu+tcp://ADDRESS/system``):
+a test network only, as a cloud would use TLS there.
 """
 
 import os
@@ -39,6 +47,11 @@ except ImportError:  # the caller's setUp says what to install
 
 MOUNTS = ('/run/libvirt', '/var/lib/libvirt', '/var/cache/libvirt',
           '/var/log/libvirt', '/etc/libvirt')
+#: What a ``hosts.Host`` must have of its own for libvirtd, beyond the
+#: ``/run`` and ``/var/log`` every host has.
+HOST_DIRS = ('/var/lib/libvirt', '/var/cache/libvirt', '/etc/libvirt')
+_DAEMONS = ['virtlogd -d -p /run/libvirt/virtlogd.pid',
+            'libvirtd -d -p /run/libvirt/libvirtd.pid']
 QEMU_USER = 'libvirt-qemu'
 
 
@@ -72,26 +85,35 @@ def _stop_pid(path, timeout=20):
 class LibvirtHost(fixtures.Fixture):
     """libvirtd and virtlogd of a second "host"; ``uri`` reaches it."""
 
-    def __init__(self, start_timeout=30, hostname=None):
+    def __init__(self, start_timeout=30, hostname=None, host=None,
+                 listen_tcp=False):
         super().__init__()
         self.start_timeout = start_timeout
         self.hostname = hostname
+        self.host = host
+        self.listen_tcp = listen_tcp
 
     def _setUp(self):
         if os.getuid() != 0:
             raise LibvirtHostError('a second libvirtd needs root')
-        self.workdir = self.useFixture(fixtures.TempDir()).path
-        self.dirs = {}
-        for mount in MOUNTS:
-            path = os.path.join(self.workdir, os.path.basename(mount) + (
-                '-etc' if mount == '/etc/libvirt' else ''))
-            self.dirs[mount] = path
+        if self.host is not None:
+            self.dirs = {mount: self.host.path(mount) for mount in MOUNTS}
+        else:
+            self.workdir = self.useFixture(fixtures.TempDir()).path
+            self.dirs = {mount: os.path.join(
+                self.workdir, os.path.basename(mount) + (
+                    '-etc' if mount == '/etc/libvirt' else ''))
+                for mount in MOUNTS}
         shutil.copytree('/etc/libvirt', self.dirs['/etc/libvirt'],
-                        symlinks=True)
+                        symlinks=True, dirs_exist_ok=True)
         self.host_uuid = str(uuid.uuid4())
         with open(os.path.join(self.dirs['/etc/libvirt'], 'libvirtd.conf'),
                   'a') as conf:
             conf.write('\nhost_uuid = "%s"\n' % self.host_uuid)
+            if self.listen_tcp:
+                conf.write('listen_tls = 0\nlisten_tcp = 1\n'
+                           'listen_addr = "%s"\nauth_tcp = "none"\n'
+                           % self.host.address)
         for mount, path in self.dirs.items():
             os.makedirs(path, exist_ok=True)
             os.chmod(path, 0o755)
@@ -103,6 +125,16 @@ class LibvirtHost(fixtures.Fixture):
         self.log_dir = self.dirs['/var/log/libvirt']
         self.uri = 'qemu+unix:///system?socket=%s' % os.path.join(
             self.run_dir, 'libvirt-sock')
+        if self.host is not None:
+            self.addCleanup(self._stop_daemons)
+            daemons = list(_DAEMONS)
+            if self.listen_tcp:
+                daemons[-1] = daemons[-1].replace('libvirtd ',
+                                                  'libvirtd --listen ')
+            self.host.run(['sh', '-c', '\n'.join(daemons)], check=True,
+                          timeout=60)
+            self._wait_ready()
+            return
         # Where this daemon reaches the machine's own (a migration back).
         self.first_run_dir = os.path.join(self.workdir, 'first-run')
         os.mkdir(self.first_run_dir)
@@ -129,8 +161,7 @@ class LibvirtHost(fixtures.Fixture):
         if self.hostname:
             script.append('hostname %s' % self.hostname)
             enter.append('--uts=/proc/%d/ns/uts' % self.holder.pid)
-        script += ['virtlogd -d -p /run/libvirt/virtlogd.pid',
-                   'libvirtd -d -p /run/libvirt/libvirtd.pid']
+        script += _DAEMONS
         self.addCleanup(self._stop_daemons)
         subprocess.run(['nsenter'] + enter + ['--', 'sh', '-c',
                                               '\n'.join(script)],
