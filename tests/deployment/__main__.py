@@ -34,8 +34,10 @@ def main(argv=None):
               % (dep.endpoint, deployment.USER, deployment.PROJECT))
         print('cinder.conf: %s' % dep.conf_path)
         print('logs: %s' % os.path.dirname(dep.log_path('cinder-api')))
-        print('SPDK target (spdk_tgt): %s  log: %s'
-              % (dep.target.socket_path, dep.target.log_path))
+        for target in (dep.target, dep.replica_target):
+            print('storage node %s (nvmf_tgt at %s): socket %s  log: %s'
+                  % (target.name, target.host.address, target.socket_path,
+                     target.log_path))
         print('e.g. cinder --os-auth-type token_endpoint --os-endpoint %s '
               '--os-token %s:%s list'
               % (dep.endpoint, deployment.USER, deployment.PROJECT))

@@ -4,8 +4,9 @@ The services take seconds to start, so one deployment serves every test
 of the process (``tools/run-tests.sh`` runs each part of this tree
 with ``--concurrency 1``: one process, one deployment). It is stopped, and
 its database dropped, when the process exits. Each test removes what it
-created and then checks that the SPDK target holds nothing any more, so
-a leak fails the test that caused it.
+created and then checks that no SPDK target (the storage nodes', and the
+compute hosts' it used) holds anything any more, so a leak fails the
+test that caused it.
 """
 
 import atexit
@@ -22,6 +23,19 @@ from tests.deployment import processes
 
 LVS = 'lvs0'
 TIMEOUT = 90
+#: What a compute host's target lists: kind -> (method, params, key).
+COMPUTE_LISTS = {
+    'vhost': ('vhost_get_controllers', None, 'ctrlr'),
+    'raid': ('bdev_raid_get_bdevs', {'category': 'all'}, 'name'),
+    'nvme': ('bdev_nvme_get_controllers', None, 'name'),
+}
+#: How a leftover goes, consumers first: kind -> (method, key).
+PURGE = {
+    'vhost': ('vhost_delete_controller', 'ctrlr'),
+    'raid': ('bdev_raid_delete', 'name'),
+    'nvme': ('bdev_nvme_detach_controller', 'name'),
+    'subsystem': ('nvmf_delete_subsystem', 'nqn'),
+}
 _shared = {}
 
 
@@ -138,16 +152,21 @@ class DeploymentTestCase(base.TestCase):
             self.addCleanup(admin.qos_specs.disassociate, spec.id, vtype.id)
         return vtype
 
-    # -- the SPDK target ---------------------------------------------------
+    # -- the SPDK targets ------------------------------------------------
 
     def rpc(self, method, params=None):
+        """One call on the backend's storage target."""
         return self.deployment.rpc(method, params)
 
-    def lvols(self, lvs=LVS):
-        """Name -> lvol bdev info of every lvol in ``lvs``."""
-        names = {item['name']: item['uuid'] for item in self.rpc(
+    def lvols(self, lvs=LVS, target=None):
+        """Name -> lvol bdev info of every lvol in ``lvs``.
+
+        ``target``: the backend's storage target by default.
+        """
+        rpc = (target or self.deployment.target).rpc
+        names = {item['name']: item['uuid'] for item in rpc(
             'bdev_lvol_get_lvols', {'lvs_name': lvs})}
-        bdevs = {b['name']: b for b in self.rpc('bdev_get_bdevs')}
+        bdevs = {b['name']: b for b in rpc('bdev_get_bdevs')}
         # An lvol being deleted (a revert drops the old one) may be listed
         # after its bdev is gone: only lvols with a bdev count.
         return {name: bdevs[uuid] for name, uuid in names.items()
@@ -177,42 +196,53 @@ class DeploymentTestCase(base.TestCase):
         limits = self.lvol(name).get('assigned_rate_limits', {})
         return {key: value for key, value in limits.items() if value}
 
+    def compute_targets(self):
+        """The compute hosts' targets the test may have used: none here."""
+        return []
+
+    def _storage_targets(self):
+        dep = self.deployment
+        return ((dep.target, sorted(deployment.LVSTORES)),
+                (dep.replica_target, [deployment.REPLICA_LVSTORE]))
+
     def _leftovers(self):
-        lvols = {lvs: sorted(self.lvols(lvs))
-                 for lvs in deployment.LVSTORES}
-        subsystems = [s['nqn'] for s in self.rpc('nvmf_get_subsystems')
-                      if s['subtype'] == 'NVMe']
-        ctrlrs = [c['ctrlr'] for c in self.rpc('vhost_get_controllers')]
-        # A local attachment's layer named after the volume (connector).
-        raids = [r['name'] for r in self.rpc('bdev_raid_get_bdevs',
-                                             {'category': 'all'})]
-        return ({lvs: names for lvs, names in lvols.items() if names},
-                subsystems, ctrlrs, raids)
+        """What is left on any target: {(target, kind): names}."""
+        found = {}
+        for target, lvstores in self._storage_targets():
+            for lvs in lvstores:
+                found[target, lvs] = sorted(self.lvols(lvs, target))
+            found[target, 'subsystem'] = [
+                s['nqn'] for s in target.rpc('nvmf_get_subsystems')
+                if s['subtype'] == 'NVMe']
+        for target in self.compute_targets():
+            for kind, (method, params, key) in COMPUTE_LISTS.items():
+                found[target, kind] = sorted(
+                    item[key] for item in target.rpc(method, params))
+        return {where: names for where, names in found.items() if names}
 
     def _purge(self, leftovers):
-        """Empty the target behind Cinder's back, for the next tests.
+        """Empty the targets behind Cinder's back, for the next tests.
 
-        Clones go before their snapshots, so a few rounds delete all.
+        Consumers before what they sit on; clones before their
+        snapshots, so a few rounds delete every lvol.
         """
-        lvols, subsystems, ctrlrs, raids = leftovers
-        for ctrlr in ctrlrs:
-            self.deployment.target.call('vhost_delete_controller',
-                                        {'ctrlr': ctrlr})
-        for raid in raids:
-            self.deployment.target.call('bdev_raid_delete', {'name': raid})
-        for nqn in subsystems:
-            self.deployment.target.call('nvmf_delete_subsystem',
-                                        {'nqn': nqn})
+        for kind, (method, key) in PURGE.items():
+            for (target, found_kind), names in leftovers.items():
+                if found_kind == kind:
+                    for name in names:
+                        target.call(method, {key: name})
         for _round in range(5):
-            for lvs, names in self._leftovers()[0].items():
-                for name in names:
-                    self.deployment.target.call(
-                        'bdev_lvol_delete', {'name': '%s/%s' % (lvs, name)})
+            for target, lvstores in self._storage_targets():
+                for lvs in lvstores:
+                    for name in self.lvols(lvs, target):
+                        target.call('bdev_lvol_delete',
+                                    {'name': '%s/%s' % (lvs, name)})
 
     def assert_target_clean(self):
-        """No lvol, NVMe-oF subsystem, vhost controller or raid is left."""
+        """No lvol, export, vhost or NVMe controller or raid is left."""
         leftovers = self._leftovers()
-        clean = ({}, [], [], [])
-        if leftovers != clean:
+        if leftovers:
             self._purge(leftovers)
-        self.assertEqual(clean, leftovers, 'left on the SPDK target')
+        self.assertEqual({}, {'%s %s' % (target.name, kind): names
+                              for (target, kind), names in leftovers.items()},
+                         'left on the SPDK targets')

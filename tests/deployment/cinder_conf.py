@@ -1,5 +1,9 @@
 """cinder.conf for the deployment: one ``spdk_vhost`` backend, keystone.
 
+The backend's target and its replica target are each a storage node's,
+reached through that node's agent (see :mod:`deployment`); every
+attachment's host is authenticated with DH-HMAC-CHAP.
+
 cinder-backup runs beside cinder-volume with the posix backup driver
 (backups in ``<workdir>/backups``); an in-use volume is backed up from a
 temporary snapshot (``backup_use_temp_snapshot``).
@@ -30,12 +34,11 @@ def api_paste_config():
     return path
 
 
-def build(workdir, db_url, transport_url, api_port, spdk_socket,
-          lvstores, nvmf_port, target_id, saved_config, replica_target):
+def build(workdir, db_url, transport_url, api_port, backend, replica):
     """The cinder.conf sections as a ConfigParser.
 
-    ``replica_target``: (RPC socket, lvol store, NVMe-oF port, target
-    id) of a second storage target, the backend's spdk_replica_targets.
+    ``backend`` and ``replica``: the options that reach the backend's
+    storage target and a second one (its ``spdk_replica_targets``).
     """
     conf = configparser.ConfigParser(interpolation=None)
     conf['DEFAULT'] = {
@@ -62,31 +65,18 @@ def build(workdir, db_url, transport_url, api_port, spdk_socket,
     conf['oslo_concurrency'] = {'lock_path': os.path.join(workdir, 'lock')}
     conf['coordination'] = {
         'backend_url': 'file://' + os.path.join(workdir, 'coordination')}
-    conf[BACKEND] = {
-        'volume_driver': 'cinder_spdk_vhost.driver.SpdkVhostDriver',
-        'volume_backend_name': BACKEND,
-        'spdk_rpc_socket': spdk_socket,
-        'spdk_rpc_timeout': '30',
-        'spdk_lvstores': ','.join(lvstores),
-        'spdk_target_id': target_id,
-        'spdk_nvmf_address': '127.0.0.1',
-        'spdk_nvmf_port': str(nvmf_port),
-        'spdk_dd_path': spdk_build.app_path('spdk_dd'),
-        'spdk_saved_config': saved_config,
-        'spdk_image_staging_dir': os.path.join(workdir, 'staging'),
-        'backup_use_temp_snapshot': 'True',
-        'spdk_replica_targets': REPLICA_SECTION,
-    }
-    socket_path, lvstore, port, replica_id = replica_target
-    conf[REPLICA_SECTION] = {
-        'spdk_rpc_socket': socket_path,
-        'spdk_rpc_timeout': '30',
-        'spdk_lvstores': lvstore,
-        'spdk_target_id': replica_id,
-        'spdk_nvmf_address': '127.0.0.1',
-        'spdk_nvmf_port': str(port),
-        'spdk_saved_config': '',
-    }
+    conf[BACKEND] = dict(
+        backend,
+        volume_driver='cinder_spdk_vhost.driver.SpdkVhostDriver',
+        volume_backend_name=BACKEND,
+        spdk_rpc_timeout='30',
+        # Every host proves it holds its attachment's secret.
+        spdk_nvmf_auth='dhchap',
+        spdk_dd_path=spdk_build.app_path('spdk_dd'),
+        spdk_image_staging_dir=os.path.join(workdir, 'staging'),
+        backup_use_temp_snapshot='True',
+        spdk_replica_targets=REPLICA_SECTION)
+    conf[REPLICA_SECTION] = dict(replica, spdk_rpc_timeout='30')
     return conf
 
 

@@ -3,10 +3,12 @@
 On top of :class:`deployment.CinderDeployment` and its keystone front
 end: placement, neutron-api (ML2, no agent: instances here boot with
 ``networks='none'``, but Nova asks Neutron for ports on every delete),
-glance-api on a file store, and Nova's api, conductor, scheduler and
-compute. nova-compute runs this project's ``LibvirtVhostUserDriver`` on
-the machine's libvirtd (QEMU under TCG) and the deployment's
-``spdk_tgt``, which is Cinder's too: volumes attach as ``local``.
+glance-api on a file store, and Nova's api, conductor and scheduler on
+this machine, the controller, each API at the controller's address on
+the deployment's network. nova-compute runs on a compute node of its own
+(:mod:`compute_node`): this project's ``LibvirtVhostUserDriver`` on the
+node's libvirtd (QEMU under TCG) and its polling ``vhost`` target, which
+attaches every volume over NVMe/TCP from the storage nodes.
 
 Each API is served by :mod:`wsgi_server`, each daemon is the installed
 console script, each service has its own database. Ready means: every
@@ -27,15 +29,10 @@ from testbed import net
 from testbed import waiting
 from tests.deployment import backing
 from tests.deployment import cloud_conf
+from tests.deployment import compute_node
 from tests.deployment import processes
 
-try:
-    import libvirt
-except ImportError:  # nova-compute needs it too: the start reports it
-    libvirt = None
-
 NOVA_API_VERSION = '2.95'
-LIBVIRT_URI = 'qemu:///system'
 DATABASES = ('placement', 'glance', 'neutron', 'nova_api', 'nova_cell0',
              'nova_cell1')
 APIS = {
@@ -47,8 +44,8 @@ APIS = {
 }
 # See neutron_models: Nova's first port listing would fail without it.
 PRELOAD = {'neutron-api': ('tests.deployment.neutron_models',)}
-# nova-compute-spdk-vhost is nova-compute that finds this project's driver.
-DAEMONS = ('nova-conductor', 'nova-scheduler', 'nova-compute-spdk-vhost')
+# The controller's; nova-compute runs on the compute node.
+DAEMONS = ('nova-conductor', 'nova-scheduler')
 # Seconds from the first schema sync to a hypervisor in Nova: about 330
 # on two busy cores (an SPDK build beside it); over 600 once in CI,
 # beside the other lane's SPDK tests.
@@ -70,31 +67,32 @@ class ComputeCloud(fixtures.Fixture):
         started = time.monotonic()
         self.front = self.dep.front()
         self.keystone = self.front.keystone
+        self.address = self.dep.controller_address
         self.workdir = self.useFixture(fixtures.TempDir()).path
-        for sub in ('state', 'lock', 'instances', 'images', 'staging',
-                    'tasks'):
+        for sub in ('state', 'lock', 'images', 'staging', 'tasks'):
             os.makedirs(os.path.join(self.workdir, sub))
-        # QEMU (libvirt-qemu) reads the kernel, initrd and console log
-        # Nova keeps in the instance directory.
-        os.chmod(self.workdir, 0o755)
-        # libvirt domains of this cloud, removed when it stops: a domain
-        # left behind makes the next nova-compute refuse to start.
+        # Every domain name of this cloud starts with it: a QEMU process
+        # on this machine says which cloud it is of.
         self.domain_prefix = backing.unique_name('deploy')[-6:] + '-'
-        self.addCleanup(self._remove_domains)
         self.dbs = {name: self.useFixture(backing.Database(
             name=backing.unique_name(name))).url for name in DATABASES}
-        self.ports = {name: net.free_port() for name in APIS}
+        self.ports = {name: net.free_port(self.address) for name in APIS}
         self._write_configs()
         self._sync_databases()
         for name, (module, service_type, suffix) in sorted(APIS.items()):
             self._start(name, processes.wsgi_argv(
-                module, self.ports[name], PRELOAD.get(name, ())),
-                self.env[name])
+                module, self.ports[name], PRELOAD.get(name, ()),
+                host=self.address), self.env[name])
             self.keystone.add_endpoint(name, service_type,
                                        self.url(name) + suffix)
         for name in DAEMONS:
             self._start(name, [processes.console_script(name),
                                '--config-file', self.nova_conf], {})
+        self.node = self.useFixture(compute_node.ComputeNode(
+            self, cloud_conf.COMPUTE_HOST, cloud_conf.COMPUTE_TARGET_ID))
+        self.services[self.node.log_name] = self.node.service
+        self.target = self.node.target
+        self.libvirt_uri = self.node.uri
         self._wait_ready(started)
         self._run('nova-manage', '--config-file', self.nova_conf, 'cell_v2',
                   'discover_hosts', '--verbose')
@@ -104,20 +102,8 @@ class ComputeCloud(fixtures.Fixture):
                          interval=1, on_timeout=self.logs_text)
         self.startup_seconds = time.monotonic() - started
 
-    def _remove_domains(self):
-        conn = libvirt.open(LIBVIRT_URI)
-        try:
-            for dom in conn.listAllDomains():
-                if dom.name().startswith(self.domain_prefix):
-                    if dom.isActive():
-                        dom.destroy()
-                    dom.undefineFlags(
-                        libvirt.VIR_DOMAIN_UNDEFINE_KEEP_NVRAM)
-        finally:
-            conn.close()
-
     def url(self, name):
-        return 'http://127.0.0.1:%d' % self.ports[name]
+        return 'http://%s:%d' % (self.address, self.ports[name])
 
     def _dir(self, name):
         path = os.path.join(self.workdir, name)
@@ -144,10 +130,11 @@ class ComputeCloud(fixtures.Fixture):
         shutil.copy(cloud_conf.glance_paste(), conf_dirs['glance-api'])
         shutil.copy(cloud_conf.nova_paste(), conf_dirs['nova-api'])
         self.nova_conf = os.path.join(conf_dirs['nova-api'], 'nova.conf')
-        cloud_conf.write(self.nova_conf, cloud_conf.nova(
-            self.nova_conf, self.workdir, self.dbs, rabbit, self.keystone,
-            self.dep.target.socket_path, self.dep.target_id,
-            self.dep.saved_config, self.domain_prefix))
+        conf = cloud_conf.nova(self.nova_conf, self.workdir, self.dbs,
+                               rabbit, self.keystone, self.domain_prefix)
+        conf['DEFAULT'].update({'host': cloud_conf.CONTROLLER_HOST,
+                                'my_ip': self.address})
+        cloud_conf.write(self.nova_conf, conf)
         self.env = {
             'placement': {'OS_PLACEMENT_CONFIG_DIR':
                           conf_dirs['placement']},
@@ -196,8 +183,13 @@ class ComputeCloud(fixtures.Fixture):
         return self.dep.log_path(name)
 
     def logs(self, limit=6000):
-        return {name: processes.tail(self.log_path(name), limit)
-                for name in self.services}
+        found = {name: processes.tail(self.log_path(name), limit)
+                 for name in self.services}
+        node = getattr(self, 'node', None)
+        if node is not None:
+            found[node.target.name] = processes.tail(node.target.log_path,
+                                                     limit)
+        return found
 
     def logs_text(self, limit=3000):
         return '\n'.join('==== %s\n%s' % item
@@ -225,7 +217,8 @@ class ComputeCloud(fixtures.Fixture):
 
     def _apis_up(self):
         self._check_alive()
-        return all(self.services[name].listening(self.ports[name])
+        return all(self.services[name].listening(self.ports[name],
+                                                 self.address)
                    for name in APIS)
 
     def _ask_nova(self, request):

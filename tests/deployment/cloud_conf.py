@@ -15,9 +15,11 @@ import sys
 from testbed import spdk_target
 from tests.deployment import processes
 
-# The compute host's name in Nova, and its SPDK target's id (the same as
-# Cinder's: one spdk_tgt serves both, so volumes attach as ``local``).
+# The compute host's name in Nova, and its own SPDK target's id.
 COMPUTE_HOST = 'deploy-compute'
+# The Nova services of the controller (this machine) are on this host.
+CONTROLLER_HOST = 'deploy-controller'
+COMPUTE_TARGET_ID = 'compute-target'
 QEMU_GROUP = 'kvm'
 
 
@@ -98,9 +100,13 @@ def nova_paste():
     return _package_etc('nova', 'api-paste.ini')
 
 
-def nova(conf_path, workdir, dbs, transport_url, keystone, spdk_socket,
-         target_id, saved_config, domain_prefix):
-    """nova.conf of every Nova service, with the SPDK compute driver."""
+def nova(conf_path, workdir, dbs, transport_url, keystone, domain_prefix,
+         target=None):
+    """nova.conf of Nova's services, with the SPDK compute driver.
+
+    ``target``: a compute node's ``(RPC socket, target id, saved
+    config)``; without it, a controller's (no ``[spdk_vhost]``).
+    """
     auth = keystone.service_auth()
     sections = {
         'DEFAULT': {
@@ -139,15 +145,19 @@ def nova(conf_path, workdir, dbs, transport_url, keystone, spdk_socket,
         'oslo_concurrency': {'lock_path': os.path.join(workdir, 'lock')},
         'oslo_messaging_notifications': {'driver': 'noop'},
         'vnc': {'enabled': 'False'},
-        'spdk_vhost': {
+    }
+    if target is not None:
+        spdk_socket, target_id, saved_config = target
+        sections['spdk_vhost'] = {
             'spdk_rpc_socket': spdk_socket,
             'target_id': target_id,
             'spdk_saved_config': saved_config,
+            # Its own DH-HMAC-CHAP keys, read by its own target.
+            'nvme_key_dir': os.path.join(workdir, 'nvme-keys'),
             'vhost_socket_group': QEMU_GROUP,
             'vhost_socket_mode': '0660',
             'guest_max_queues': '2',
-            'nova_check_reactor_overlap': 'False'},
-    }
+            'nova_check_reactor_overlap': 'False'}
     for section, context in (
             ('nova_sys_admin', 'nova.privsep.sys_admin_pctxt'),
             ('privsep_osbrick', 'os_brick.privileged.default'),

@@ -1,13 +1,17 @@
-"""The whole Cinder deployment on loopback, as one fixture.
+"""The whole Cinder deployment, its storage on nodes of their own.
 
-A real ``spdk_tgt`` (``testbed.spdk_target``; two lvol stores on sparse
-files, reported as two pools), an idle ``nvmf_tgt`` holding the second
-copies of replicated volumes (``spdk_replica_targets``), a fresh
-MariaDB database and RabbitMQ vhost, ``cinder-manage db sync``, then the
-real ``cinder-scheduler``, ``cinder-volume``, ``cinder-backup`` (posix
-driver) and ``cinder-api`` console scripts of the installed ``cinder``
-package. Ready means: the API answers, the volume and backup services
-are up and the scheduler knows both pools.
+Two storage nodes, each a host of its own (:mod:`testbed.hosts`: its
+address, its files) running an ``nvmf_tgt`` in interrupt mode behind its
+``spdk-vhost-agent`` (HTTPS, a password, a CA of the deployment's):
+``storage-a`` holds the backend's two lvol stores on sparse files
+(reported as two pools), ``storage-b`` the second copies of replicated
+volumes (``spdk_replica_targets``). This machine is the controller: a
+fresh MariaDB database and RabbitMQ vhost, ``cinder-manage db sync``,
+then the real ``cinder-scheduler``, ``cinder-volume``, ``cinder-backup``
+(posix driver) and ``cinder-api`` console scripts of the installed
+``cinder`` package, which reach each node through its agent and copy
+over NVMe/TCP. Ready means: the API answers, the volume and backup
+services are up and the scheduler knows both pools.
 """
 
 import logging
@@ -22,12 +26,14 @@ import fixtures
 from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
 
+from testbed import agent
+from testbed import hosts
 from testbed import net
 from testbed import spdk_target
+from testbed import tls
 from testbed import waiting
 from tests.deployment import backing
 from tests.deployment import cinder_conf
-from tests.deployment import cloud_conf
 from tests.deployment import keystone
 from tests.deployment import keystone_api
 from tests.deployment import processes
@@ -40,11 +46,14 @@ USER = 'deploy-user'
 # lvol store -> size in MiB; lvs0 has the most room, so the capacity
 # weigher must choose it unless a type asks for lvs1.
 LVSTORES = {'lvs0': 4096, 'lvs1': 2048}
-# Cinder's and Nova's name for the one spdk_tgt that serves both.
-TARGET_ID = 'storage-target'
-# The storage target of replicated volumes' second copies.
-REPLICA_TARGET_ID = 'replica-target'
+# The storage nodes (host names, and the targets' ids in Cinder and
+# Nova): the backend's own, then the one of replicated volumes' second
+# copies.
+TARGET_ID = 'storage-a'
+REPLICA_TARGET_ID = 'storage-b'
 REPLICA_LVSTORE = 'lvs0'
+REPLICA_LVSTORE_MIB = 2048
+NVMF_PORT = 4420
 SERVICES = ('cinder-scheduler', 'cinder-volume', 'cinder-backup',
             'cinder-api')
 
@@ -60,41 +69,35 @@ class CinderDeployment(fixtures.Fixture):
 
     def _setUp(self):
         self.workdir = self.useFixture(fixtures.TempDir()).path
-        for sub in ('state', 'lock', 'coordination', 'log'):
+        for sub in ('state', 'lock', 'coordination', 'log', 'tls'):
             os.makedirs(os.path.join(self.workdir, sub))
-        # spdk_tgt: the driver exports over NVMe-oF and serves vhost.
-        # As the service unit runs it: vhost sockets born in QEMU's group.
-        self.target = self.useFixture(spdk_target.SpdkTarget(
-            app='spdk_tgt', name='spdk_tgt',
-            socket_group=cloud_conf.QEMU_GROUP,
-            umask=spdk_target.SERVICE_UMASK))
-        # QEMU (libvirt-qemu) must reach the sockets through the temp dir.
-        os.chmod(self.target.workdir, 0o711)
-        for lvs, mib in sorted(LVSTORES.items()):
-            self.target.aio_lvstore(lvs, size_mib=mib)
-        # Idle in interrupt mode; no auto-examine, as replicas need.
-        self.replica_target = self.useFixture(spdk_target.SpdkTarget(
-            app='nvmf_tgt', name='replica_tgt', interrupt_mode=True,
-            auto_examine=False))
-        self.replica_target.aio_lvstore(REPLICA_LVSTORE, size_mib=2048)
+        lab = self.useFixture(hosts.Lab((TARGET_ID, REPLICA_TARGET_ID)))
+        # This machine is the controller: its APIs listen here, where
+        # the other hosts reach them.
+        self.network = lab.network
+        self.controller_address = lab.network.gateway
+        authority = tls.Authority(os.path.join(self.workdir, 'tls'))
+        self.target, self.agent = self._storage_node(
+            lab.hosts[0], authority, LVSTORES)
+        self.replica_target, self.replica_agent = self._storage_node(
+            lab.hosts[1], authority, {REPLICA_LVSTORE: REPLICA_LVSTORE_MIB})
         self.database = self.useFixture(backing.Database())
         self.rabbit = self.useFixture(backing.RabbitVhost())
         self.api_port = net.free_port()
-        self.nvmf_port = net.free_port()
-        self.saved_config = os.path.join(self.workdir, 'spdk-config.json')
+        self.nvmf_address = self.target.host.address
+        self.nvmf_port = NVMF_PORT
         # Started on demand (front()), known now: cinder-volume tells Nova
         # about extended volumes with keystone's credentials.
-        self.keystone = keystone.Keystone(self.workdir,
-                                          self.log_path('keystone'))
+        self.keystone = keystone.Keystone(
+            self.workdir, self.log_path('keystone'),
+            address=self.controller_address)
         self.conf_path = os.path.join(self.workdir, 'cinder.conf')
         conf = cinder_conf.build(
             self.workdir, self.database.url, self.rabbit.url,
-            self.api_port, self.target.socket_path, list(LVSTORES),
-            self.nvmf_port, target_id=self.target_id,
-            saved_config=self.saved_config,
-            replica_target=(self.replica_target.socket_path,
-                            REPLICA_LVSTORE, net.free_port(),
-                            REPLICA_TARGET_ID))
+            self.api_port,
+            backend=self._node_section(self.agent, TARGET_ID, LVSTORES),
+            replica=self._node_section(self.replica_agent,
+                                       REPLICA_TARGET_ID, [REPLICA_LVSTORE]))
         # Cinder's own credentials, for what it asks Nova (volume extended)
         # and glance (image locations need the service role) itself.
         for section in ('nova', 'glance'):
@@ -128,6 +131,27 @@ class CinderDeployment(fixtures.Fixture):
             raise RuntimeError('cinder-api failed during start: %s\n%s'
                                % (err, self._logs_text())) from err
 
+    def _storage_node(self, host, authority, lvstores):
+        """(target, agent) of a storage node: ``nvmf_tgt`` and its agent.
+
+        No auto-examine: the node holds copies that carry a compute
+        host's RAID superblock, which its own RAID module must not claim.
+        """
+        target = self.useFixture(spdk_target.SpdkTarget(
+            app='nvmf_tgt', name=host.name, interrupt_mode=True,
+            auto_examine=False, host=host))
+        for lvs, mib in sorted(lvstores.items()):
+            target.aio_lvstore(lvs, size_mib=mib)
+        return target, self.useFixture(agent.Agent(target, authority))
+
+    @staticmethod
+    def _node_section(node_agent, target_id, lvstores):
+        """The cinder.conf options of a storage node's target."""
+        return dict(node_agent.section(), spdk_target_id=target_id,
+                    spdk_lvstores=','.join(lvstores),
+                    spdk_nvmf_address=node_agent.address,
+                    spdk_nvmf_port=str(NVMF_PORT))
+
     def front(self):
         """keystone and a keystone-authenticated cinder-api, started once.
 
@@ -141,7 +165,10 @@ class CinderDeployment(fixtures.Fixture):
         return self._front
 
     def rpc(self, method, params=None):
-        """One RPC on the SPDK target; an error reply raises."""
+        """One RPC on the backend's storage target; an error reply raises.
+
+        Through the target's socket, as the tests' look into a node.
+        """
         return self.target.rpc(method, params)
 
     def log_path(self, name):
@@ -151,7 +178,11 @@ class CinderDeployment(fixtures.Fixture):
         """Tail of every service log (and the SPDK target's), by name."""
         found = {name: processes.tail(self.log_path(name), limit)
                  for name in ('cinder-manage',) + SERVICES}
-        found['spdk_tgt'] = processes.tail(self.target.log_path, limit)
+        for target, node_agent in ((self.target, self.agent),
+                                   (self.replica_target, self.replica_agent)):
+            found[target.name] = processes.tail(target.log_path, limit)
+            found[target.name + ' agent'] = processes.tail(
+                node_agent.log_path, limit)
         return found
 
     def _logs_text(self):

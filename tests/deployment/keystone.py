@@ -45,16 +45,17 @@ def build_conf(workdir, db_url):
 
 
 class Keystone(fixtures.Fixture):
-    """keystone on a free loopback port, its database dropped after."""
+    """keystone on a free port of ``address``, its database dropped after."""
 
     def __init__(self, workdir, log_path, password='deploy-admin-secret',
-                 port=None):
+                 address='127.0.0.1'):
         super().__init__()
         self.workdir = workdir
         self.log_path = log_path
         self.admin_password = password
-        self.port = port or net.free_port()
-        self.uri = 'http://127.0.0.1:%d/v3' % self.port
+        self.address = address
+        self.port = net.free_port(address)
+        self.uri = 'http://%s:%d/v3' % (address, self.port)
 
     def _setUp(self):
         self.database = self.useFixture(
@@ -74,7 +75,8 @@ class Keystone(fixtures.Fixture):
                       '--bootstrap-internal-url', self.uri]):
             self._manage(args)
         self.process = self.useFixture(processes.ServiceProcess(
-            'keystone', processes.wsgi_argv('keystone.wsgi.api', self.port),
+            'keystone', processes.wsgi_argv('keystone.wsgi.api', self.port,
+                                            host=self.address),
             self.log_path,
             env={'OS_KEYSTONE_CONFIG_FILES': self.conf_path}))
 
@@ -90,7 +92,7 @@ class Keystone(fixtures.Fixture):
              self.conf_path] + args, self.log_path, timeout=300)
 
     def listening(self):
-        return self.process.listening(self.port)
+        return self.process.listening(self.port, self.address)
 
     def admin_session(self):
         auth = v3.Password(auth_url=self.uri, username=ADMIN_USER,

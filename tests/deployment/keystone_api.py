@@ -36,8 +36,9 @@ class KeystoneFrontEnd(fixtures.Fixture):
         # Not started yet: cinder-api, which starts while keystone's
         # database is set up, needs only its address.
         self.keystone = self.dep.keystone
-        self.api_port = net.free_port()
-        self.endpoint = 'http://127.0.0.1:%d/v3' % self.api_port
+        self.address = self.dep.controller_address
+        self.api_port = net.free_port(self.address)
+        self.endpoint = 'http://%s:%d/v3' % (self.address, self.api_port)
         self.conf_path = os.path.join(self.workdir, 'cinder.conf')
         with open(self.conf_path, 'w') as out:
             self._cinder_conf().write(out)
@@ -63,12 +64,13 @@ class KeystoneFrontEnd(fixtures.Fixture):
         conf = configparser.ConfigParser(interpolation=None)
         conf.read(self.dep.conf_path)
         conf['DEFAULT']['auth_strategy'] = 'keystone'
+        conf['DEFAULT']['osapi_volume_listen'] = self.address
         conf['DEFAULT']['osapi_volume_listen_port'] = str(self.api_port)
         conf['keystone_authtoken'] = self.keystone.authtoken_section()
         return conf
 
     def _api_listening(self):
-        return self.api.listening(self.api_port)
+        return self.api.listening(self.api_port, self.address)
 
     def logs(self, limit=6000):
         return {name: processes.tail(self.dep.log_path(name), limit)

@@ -1,63 +1,39 @@
-"""Two more compute hosts in the compute cloud, for live migration.
+"""Two more compute nodes in the compute cloud, for live migration.
 
-The shared cloud's compute service uses the deployment's ``spdk_tgt``,
-Cinder's own, so its volumes attach as ``local`` and cannot live-migrate
-(the driver's pre-check refuses them). Each host here is a
-``nova-compute-spdk-vhost`` with its own polling ``vhost`` target
-(volumes attach over NVMe/TCP on loopback, as from a storage node), its
-own host NQN, and its own libvirtd (:mod:`testbed.libvirt_host`) with its
-own host name: Nova names the compute node and its resource provider
-after libvirt's host name, which must differ from every other compute's.
+Each is a :class:`compute_node.ComputeNode`, a host of its own on the
+deployment's network: ``nova-compute-spdk-vhost``, its own polling
+``vhost`` target (volumes attach over NVMe/TCP from the storage nodes),
+its own host NQN, and its own libvirtd with the host's name (Nova names
+the compute node and its resource provider after libvirt's host name).
 
-Nova reaches the destination's libvirtd through ``[libvirt]
-live_migration_uri``, whose ``%s`` becomes the destination's
-``live_migration_inbound_addr``: each host has its own loopback address,
-and a directory of links named after them leads to each daemon's socket.
-The guest's memory goes to that address (QEMU listens on all).
+The two share their instance directory, as over NFS: a destination with
+its own would fetch the guest's kernel from glance, and Nova's image
+safety check refuses a kernel (an ``aki`` image) there. Nova reaches the
+destination's libvirtd through ``[libvirt] live_migration_uri``
+(``qemu+tcp://%s/system``, ``%s`` the destination's
+``live_migration_inbound_addr``, its address), and the guest's memory
+goes to that address too.
 
 Started for one test and gone after it: the services are deleted from
 Nova, so the scheduler never picks them for the single-host tests.
 """
 
-import os
+import shutil
 import time
-import uuid
 
 import fixtures
 from novaclient import exceptions as nova_exc
 
-from testbed import libvirt_host
-from testbed import spdk_target
 from testbed import waiting
-from tests.deployment import cloud_conf
+from tests.deployment import compute_node
 from tests.deployment import processes
 
-NQN = 'nqn.2014-08.org.nvmexpress:uuid:'
-# Nova host (and libvirt host name) -> live_migration_inbound_addr.
-HOSTS = {'spdk-mig-a': '127.0.0.11', 'spdk-mig-b': '127.0.0.12'}
-BINARY = 'nova-compute-spdk-vhost'
-
-
-class MigrationHost(object):
-    """One compute host: Nova's name, its SPDK target and libvirtd."""
-
-    def __init__(self, name, address, target, libvirtd, host_nqn):
-        self.name = name
-        self.address = address
-        self.target = target
-        self.libvirtd = libvirtd
-        self.host_nqn = host_nqn
-
-    @property
-    def uri(self):
-        return self.libvirtd.uri
-
-    def rpc(self, method, params=None):
-        return self.target.rpc(method, params)
+# The Nova (and libvirt) host names of the two nodes.
+HOSTS = ('spdk-mig-a', 'spdk-mig-b')
 
 
 class MigrationComputes(fixtures.Fixture):
-    """The hosts of :data:`HOSTS` in ``compute_cloud``; ``hosts`` by name."""
+    """The nodes of :data:`HOSTS` in ``compute_cloud``; ``hosts`` by name."""
 
     def __init__(self, compute_cloud, start_timeout=300):
         super().__init__()
@@ -70,23 +46,14 @@ class MigrationComputes(fixtures.Fixture):
         started = time.monotonic()
         # Runs last: the services are stopped by then.
         self.addCleanup(self._forget_services)
-        with processes.process_tempdir():
-            self.workdir = self.useFixture(fixtures.TempDir()).path
-            os.chmod(self.workdir, 0o755)
-            # Shared, as over NFS: a destination with its own would fetch
-            # the guest's kernel from glance, and Nova's image safety
-            # check refuses a kernel (an ``aki`` image) there.
-            self.instances = os.path.join(self.workdir, 'instances')
-            os.mkdir(self.instances)
-            links = os.path.join(self.workdir, 'libvirt-by-address')
-            os.mkdir(links)
-            for name, address in sorted(HOSTS.items()):
-                host = self._host(name, address)
-                os.symlink(host.libvirtd.run_dir,
-                           os.path.join(links, address))
-                self.hosts[name] = host
-            for host in self.hosts.values():
-                self._start_compute(host, links)
+        instances = self.cloud.dep.network.shared_dir(
+            'instances-%d' % id(self))
+        self.addCleanup(shutil.rmtree, instances, ignore_errors=True)
+        for name in HOSTS:
+            node = self.useFixture(compute_node.ComputeNode(
+                self.cloud, name, name + '-target', instances=instances))
+            self.hosts[name] = node
+            self.services[node.log_name] = node.service
         deadline = started + self.start_timeout
         waiting.wait_for('the migration computes to report', self._up,
                          max(1, deadline - time.monotonic()), interval=1,
@@ -95,42 +62,6 @@ class MigrationComputes(fixtures.Fixture):
                          max(1, deadline - time.monotonic()), interval=1,
                          on_timeout=self.logs_text)
         self.startup_seconds = time.monotonic() - started
-
-    def _host(self, name, address):
-        target = self.useFixture(spdk_target.SpdkTarget(
-            app='vhost', name='vhost-' + name,
-            socket_group=cloud_conf.QEMU_GROUP,
-            umask=spdk_target.SERVICE_UMASK))
-        # QEMU (libvirt-qemu) reaches the vhost sockets through it.
-        os.chmod(target.workdir, 0o711)
-        libvirtd = self.useFixture(libvirt_host.LibvirtHost(hostname=name))
-        return MigrationHost(name, address, target, libvirtd,
-                             NQN + str(uuid.uuid4()))
-
-    def _start_compute(self, host, links):
-        workdir = os.path.join(self.workdir, host.name)
-        for sub in ('state', 'lock'):
-            os.makedirs(os.path.join(workdir, sub))
-        os.chmod(workdir, 0o755)
-        conf_path = os.path.join(workdir, 'nova.conf')
-        cloud = self.cloud
-        conf = cloud_conf.nova(
-            conf_path, workdir, cloud.dbs, cloud.dep.rabbit.url,
-            cloud.keystone, host.target.socket_path, host.name + '-target',
-            os.path.join(workdir, 'spdk-config.json'), cloud.domain_prefix)
-        conf['DEFAULT'].update({'host': host.name,
-                                'instances_path': self.instances})
-        conf['libvirt'].update({
-            'connection_uri': host.uri,
-            'live_migration_uri': 'qemu+unix:///system?socket=%s' %
-            os.path.join(links, '%s', 'libvirt-sock'),
-            'live_migration_inbound_addr': host.address})
-        conf['spdk_vhost']['host_nqn'] = host.host_nqn
-        cloud_conf.write(conf_path, conf)
-        name = 'nova-compute-' + host.name
-        self.services[name] = self.useFixture(processes.ServiceProcess(
-            name, [processes.console_script(BINARY), '--config-file',
-                   conf_path], self.cloud.log_path(name)))
 
     # -- ready -------------------------------------------------------------
 

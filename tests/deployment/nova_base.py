@@ -3,9 +3,12 @@
 Like the Cinder deployment (see :mod:`base`), the Nova services start
 once per test process, on first use. Tests act as the cloud's admin
 through keystone (Nova speaks no noauth), check the guest from inside
-over its serial console, and the SPDK target afterwards; each removes
-its servers and volumes, and the target must then hold nothing.
+over its serial console, and the SPDK targets afterwards (the storage
+nodes' and the compute host's); each removes its servers and volumes,
+and the targets must then hold nothing.
 """
+
+import os
 
 from cinderclient import api_versions
 from cinderclient import client as cinder_client
@@ -17,6 +20,7 @@ from testbed import waiting
 from tests.deployment import base
 from tests.deployment import cloud
 from tests.deployment import cloud_guest
+from tests.deployment import compute_node
 from tests.deployment import deployment
 from tests.deployment import processes
 
@@ -83,7 +87,7 @@ class NovaTestCase(base.DeploymentTestCase):
             session=self.cloud.keystone.admin_session())
         if libvirt is None:
             self.fail('libvirt-python is not installed')
-        self.conn = libvirt.open(cloud.LIBVIRT_URI)
+        self.conn = libvirt.open(self.cloud.libvirt_uri)
         self.addCleanup(self.conn.close)
         self.addOnException(self._attach_cloud_logs)
 
@@ -168,8 +172,37 @@ class NovaTestCase(base.DeploymentTestCase):
         """:func:`testbed.waiting.wait_for`, at a guest's pace."""
         return waiting.wait_for(what, predicate, timeout, interval=1)
 
+    def compute_rpc(self, method, params=None):
+        """One call on the shared compute host's own target."""
+        return self.cloud.target.rpc(method, params)
+
+    def compute_targets(self):
+        return [self.cloud.target]
+
+    def assert_state_on_its_host(self, volume_id):
+        """An attachment's state is on the hosts that use it, and only there.
+
+        Each end's DH-HMAC-CHAP key files (the compute node's and the
+        storage node's), and the compute target's saved config holding
+        the volume's controller.
+        """
+        node, dep = self.cloud.node, self.deployment
+        everyone = (node.host, dep.target.host, dep.replica_target.host)
+        for host, rpc in ((node.host, self.compute_rpc),
+                          (dep.target.host, self.rpc)):
+            paths = [key['path'] for key in rpc('keyring_get_keys')]
+            self.assertNotEqual([], paths, 'no key on %s' % host.name)
+            for path in paths:
+                self.assertEqual([host.name], [
+                    other.name for other in everyone if other.exists(path)],
+                    path)
+                self.assertFalse(os.path.exists(path), path)
+        with open(node.host.path(compute_node.SAVED_CONFIG)) as saved:
+            self.assertIn('vhost-' + volume_id, saved.read())
+        self.assertFalse(os.path.exists(compute_node.SAVED_CONFIG))
+
     def controllers(self):
-        return [c['ctrlr'] for c in self.rpc('vhost_get_controllers')]
+        return [c['ctrlr'] for c in self.compute_rpc('vhost_get_controllers')]
 
     @staticmethod
     def has_disk(shell, dev):

@@ -117,10 +117,10 @@ def privsep(conf_path, context):
         '--config-file', conf_path, '--privsep_context', context])}
 
 
-def wsgi_argv(module, port, preload=()):
-    """The command serving ``module``'s WSGI application on ``port``."""
+def wsgi_argv(module, port, preload=(), host='127.0.0.1'):
+    """The command serving ``module``'s WSGI application at ``host:port``."""
     argv = [sys.executable, '-m', 'tests.deployment.wsgi_server',
-            '--app', module, '--port', str(port)]
+            '--app', module, '--host', host, '--port', str(port)]
     for name in preload:
         argv += ['--preload', name]
     return argv

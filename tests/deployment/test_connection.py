@@ -5,9 +5,12 @@ properties plus the SPDK vhost connector's ``spdk_target_id``), and the
 answer must be the wire format's ``spdk_vhost`` connection_info.
 """
 
+import json
+import os
 import uuid
 
 from tests.deployment import base
+from tests.deployment import deployment
 from tests.deployment import test_lifecycle
 
 lvol_name = test_lifecycle.lvol_name
@@ -58,11 +61,15 @@ class TestConnection(base.DeploymentTestCase):
         self.assertData({
             'volume_id': vol.id, 'bdev': 'lvs0/' + lvol_name(vol),
             'lvol_uuid': lvol['uuid'], 'transport': 'tcp', 'nqn': nqn,
-            'traddr': '127.0.0.1',
+            'traddr': self.deployment.nvmf_address,
             'trsvcid': str(self.deployment.nvmf_port), 'adrfam': 'ipv4',
             'ns_id': 1, 'host_nqn': connector['nqn'], 'access_mode': 'rw',
-            'block_size': lvol['block_size']}, data)
+            'block_size': lvol['block_size'],
+            'dhchap_key': data.get('dhchap_key'),
+            'dhchap_ctrlr_key': data.get('dhchap_ctrlr_key')}, data)
         self.assertTrue(nqn.endswith(lvol_name(vol)))
+        for field in ('dhchap_key', 'dhchap_ctrlr_key'):
+            self.assertTrue(data[field].startswith('DHHC-1:'), field)
         subsystem = self._subsystems()[nqn]
         self.assertEqual([connector['nqn']],
                          [h['nqn'] for h in subsystem['hosts']])
@@ -71,9 +78,50 @@ class TestConnection(base.DeploymentTestCase):
         self.cinder.volumes.terminate_connection(vol, connector)
         self.assertEqual({}, self._subsystems())
 
+    def test_an_export_is_written_on_its_storage_node_only(self):
+        vol = self.create_volume(1)
+        connector = nova_connector()
+        nqn = self.attach(vol, connector)['nqn']
+        node = self.deployment.target.host
+        # SPDK's keyring reads the attachment's keys on its own host.
+        keys = [key['path'] for key in self.rpc('keyring_get_keys')]
+        self.assertEqual(2, len(keys))
+        for path in keys:
+            self.assertTrue(node.exists(path), path)
+            self.assertFalse(os.path.exists(path), path)
+        # The config the node restarts with holds the export, and only
+        # that node's; the controller keeps no SPDK config of its own.
+        self.assertEqual([nqn], self.saved_exports(self.deployment.agent))
+        self.assertEqual([], self.saved_exports(
+            self.deployment.replica_agent))
+        self.assertEqual([], [name for _dir, _subdirs, names in os.walk(
+            self.deployment.workdir) for name in names
+            if name.endswith('.json')])
+
+        self.cinder.volumes.terminate_connection(vol, connector)
+        self.assertEqual([], self.rpc('keyring_get_keys'))
+        self.assertEqual([], self.saved_exports(self.deployment.agent))
+        for path in keys:
+            self.assertFalse(node.exists(path), path)
+
+    @staticmethod
+    def saved_exports(node_agent):
+        """The NQNs of the exports in a node's own saved config."""
+        host = node_agent.target.host
+        try:
+            with open(host.path(node_agent.saved_config)) as saved:
+                config = json.load(saved)
+        except FileNotFoundError:
+            return []
+        return [call['params']['nqn']
+                for subsystem in config['subsystems']
+                if subsystem['subsystem'] == 'nvmf'
+                for call in subsystem['config'] or ()
+                if call['method'] == 'nvmf_create_subsystem']
+
     def test_hyperconverged_host_gets_the_lvol(self):
         vol = self.create_volume(1)
-        connector = nova_connector(target_id='storage-target')
+        connector = nova_connector(target_id=deployment.TARGET_ID)
         data = self.attach(vol, connector)
         lvol = self.lvol(lvol_name(vol))
         self.assertData({'volume_id': vol.id,

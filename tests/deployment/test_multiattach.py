@@ -80,8 +80,8 @@ class TestMultiattach(nova_base.NovaTestCase):
         self.wait_for(lambda: not self.has_disk(shells[1], 'vdb'),
                       'vdb to leave the second guest')
         self.assertEqual([], self.volume_controllers(data.id))
-        self.assertNotIn(data.id, [b['name']
-                                   for b in self.rpc('bdev_get_bdevs')])
+        self.assertNotIn(data.id, [
+            b['name'] for b in self.compute_rpc('bdev_get_bdevs')])
 
 
 class TestMultiattachTwoHosts(nova_base.NovaTestCase):

@@ -35,6 +35,7 @@ class TestNovaAttach(nova_base.NovaTestCase):
         self.wait_status(self.cinder.volumes, data.id, 'in-use')
         self.wait_disk(shell, 'vdb')
         self.assertEqual(data.id[:20], self.serial(shell, 'vdb'))
+        self.assert_state_on_its_host(data.id)
         got = shell.execute('gt_check vdb %d %d data-volume' % (MIB, MIB))
         self.assertEqual('ok', got['vdb.verify@%d' % MIB])
         self.assertEqual(GIB, self.guest_size(shell, 'vdb'))
