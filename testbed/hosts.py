@@ -65,13 +65,13 @@ class Host(fixtures.Fixture):
     def __init__(self, network, name, start_timeout=10, extra_dirs=(),
                  shared_dirs=None):
         super().__init__()
-        self.shared_dirs = dict(shared_dirs or {})
         if not _NAME.match(name):
             raise ValueError('not a host name: %r' % name)
         self.network = network
         self.name = name
         self.start_timeout = start_timeout
         self.private_dirs = PRIVATE_DIRS + tuple(extra_dirs)
+        self.shared_dirs = dict(shared_dirs or {})
         self.holder = None
 
     def _setUp(self):

@@ -50,8 +50,16 @@ MOUNTS = ('/run/libvirt', '/var/lib/libvirt', '/var/cache/libvirt',
 #: What a ``hosts.Host`` must have of its own for libvirtd, beyond the
 #: ``/run`` and ``/var/log`` every host has.
 HOST_DIRS = ('/var/lib/libvirt', '/var/cache/libvirt', '/etc/libvirt')
-_DAEMONS = ['virtlogd -d -p /run/libvirt/virtlogd.pid',
-            'libvirtd -d -p /run/libvirt/libvirtd.pid']
+QEMU_USER = 'libvirt-qemu'
+
+
+def _daemons(listen=False):
+    """The shell lines starting virtlogd and libvirtd (``--listen``)."""
+    return ['virtlogd -d -p /run/libvirt/virtlogd.pid',
+            'libvirtd %s-d -p /run/libvirt/libvirtd.pid'
+            % ('--listen ' if listen else '')]
+
+
 QEMU_USER = 'libvirt-qemu'
 
 
@@ -127,12 +135,8 @@ class LibvirtHost(fixtures.Fixture):
             self.run_dir, 'libvirt-sock')
         if self.host is not None:
             self.addCleanup(self._stop_daemons)
-            daemons = list(_DAEMONS)
-            if self.listen_tcp:
-                daemons[-1] = daemons[-1].replace('libvirtd ',
-                                                  'libvirtd --listen ')
-            self.host.run(['sh', '-c', '\n'.join(daemons)], check=True,
-                          timeout=60)
+            self.host.run(['sh', '-c', '\n'.join(_daemons(self.listen_tcp))],
+                          check=True, timeout=60)
             self._wait_ready()
             return
         # Where this daemon reaches the machine's own (a migration back).
@@ -161,7 +165,7 @@ class LibvirtHost(fixtures.Fixture):
         if self.hostname:
             script.append('hostname %s' % self.hostname)
             enter.append('--uts=/proc/%d/ns/uts' % self.holder.pid)
-        script += _DAEMONS
+        script += _daemons()
         self.addCleanup(self._stop_daemons)
         subprocess.run(['nsenter'] + enter + ['--', 'sh', '-c',
                                               '\n'.join(script)],

@@ -91,8 +91,6 @@ class ComputeCloud(fixtures.Fixture):
         self.node = self.useFixture(compute_node.ComputeNode(
             self, cloud_conf.COMPUTE_HOST, cloud_conf.COMPUTE_TARGET_ID))
         self.services[self.node.log_name] = self.node.service
-        self.target = self.node.target
-        self.libvirt_uri = self.node.uri
         self._wait_ready(started)
         self._run('nova-manage', '--config-file', self.nova_conf, 'cell_v2',
                   'discover_hosts', '--verbose')
@@ -130,11 +128,9 @@ class ComputeCloud(fixtures.Fixture):
         shutil.copy(cloud_conf.glance_paste(), conf_dirs['glance-api'])
         shutil.copy(cloud_conf.nova_paste(), conf_dirs['nova-api'])
         self.nova_conf = os.path.join(conf_dirs['nova-api'], 'nova.conf')
-        conf = cloud_conf.nova(self.nova_conf, self.workdir, self.dbs,
-                               rabbit, self.keystone, self.domain_prefix)
-        conf['DEFAULT'].update({'host': cloud_conf.CONTROLLER_HOST,
-                                'my_ip': self.address})
-        cloud_conf.write(self.nova_conf, conf)
+        cloud_conf.write(self.nova_conf, cloud_conf.nova(
+            self.nova_conf, self.workdir, self.dbs, rabbit, self.keystone,
+            self.domain_prefix, cloud_conf.CONTROLLER_HOST, self.address))
         self.env = {
             'placement': {'OS_PLACEMENT_CONFIG_DIR':
                           conf_dirs['placement']},
@@ -187,8 +183,7 @@ class ComputeCloud(fixtures.Fixture):
                  for name in self.services}
         node = getattr(self, 'node', None)
         if node is not None:
-            found[node.target.name] = processes.tail(node.target.log_path,
-                                                     limit)
+            found.update(node.logs(limit))
         return found
 
     def logs_text(self, limit=3000):

@@ -101,8 +101,8 @@ def nova_paste():
 
 
 def nova(conf_path, workdir, dbs, transport_url, keystone, domain_prefix,
-         target=None):
-    """nova.conf of Nova's services, with the SPDK compute driver.
+         host, my_ip, target=None):
+    """nova.conf of Nova's services on ``host`` at ``my_ip``.
 
     ``target``: a compute node's ``(RPC socket, target id, saved
     config)``; without it, a controller's (no ``[spdk_vhost]``).
@@ -110,7 +110,7 @@ def nova(conf_path, workdir, dbs, transport_url, keystone, domain_prefix,
     auth = keystone.service_auth()
     sections = {
         'DEFAULT': {
-            'debug': 'True', 'host': COMPUTE_HOST, 'my_ip': '127.0.0.1',
+            'debug': 'True', 'host': host, 'my_ip': my_ip,
             'transport_url': transport_url,
             'compute_driver': 'spdk_vhost.LibvirtVhostUserDriver',
             'state_path': os.path.join(workdir, 'state'),

@@ -37,19 +37,6 @@ def new_host_nqn():
     return _NQN_PREFIX + str(uuid.uuid4())
 
 
-def start_compute_target(owner, name, host=None):
-    """A compute host's polling ``vhost`` target, started by ``owner``.
-
-    As the service unit runs it: vhost sockets born in QEMU's group, and
-    QEMU (libvirt-qemu) reaches them through the fixture's directory.
-    """
-    target = owner.useFixture(spdk_target.SpdkTarget(
-        app='vhost', name=name, socket_group=cloud_conf.QEMU_GROUP,
-        umask=spdk_target.SERVICE_UMASK, host=host))
-    os.chmod(target.workdir, 0o711)
-    return target
-
-
 def through_relay(network, url):
     """``url`` of a service on this machine's loopback, as hosts reach it."""
     parts = parse.urlsplit(url)
@@ -84,15 +71,22 @@ class ComputeNode(fixtures.Fixture):
         self.host = self.useFixture(hosts.Host(
             dep.network, self.name, extra_dirs=EXTRA_DIRS,
             shared_dirs=shared))
-        self.target = start_compute_target(self, 'vhost-' + self.name,
-                                           self.host)
+        # A polling vhost target as the service unit runs it: vhost
+        # sockets born in QEMU's group, and QEMU (libvirt-qemu) reaches
+        # them through the target's directory.
+        self.target = self.useFixture(spdk_target.SpdkTarget(
+            app='vhost', name='vhost-' + self.name,
+            socket_group=cloud_conf.QEMU_GROUP,
+            umask=spdk_target.SERVICE_UMASK, host=self.host))
+        os.chmod(self.target.workdir, 0o711)
         self.libvirtd = self.useFixture(libvirt_host.LibvirtHost(
             host=self.host, listen_tcp=bool(self.instances)))
         self.host_nqn = new_host_nqn()
         # QEMU (libvirt-qemu) reads the kernel, initrd and console log
         # Nova keeps in the instance directory.
-        for sub in ('', 'state', 'lock', INSTANCES):
-            path = self.host.path(os.path.join(NOVA_DIR, sub))
+        for directory in (NOVA_DIR, os.path.join(NOVA_DIR, 'state'),
+                          os.path.join(NOVA_DIR, 'lock'), INSTANCES):
+            path = self.host.path(directory)
             os.makedirs(path, exist_ok=True)
             os.chmod(path, 0o755)
         cloud_conf.write(self.host.path(NOVA_CONF), self._conf())
@@ -108,11 +102,10 @@ class ComputeNode(fixtures.Fixture):
         conf = cloud_conf.nova(
             NOVA_CONF, NOVA_DIR, compute_cloud.dbs,
             through_relay(self.host.network, compute_cloud.dep.rabbit.url),
-            compute_cloud.keystone, compute_cloud.domain_prefix,
+            compute_cloud.keystone, compute_cloud.domain_prefix, self.name,
+            self.host.address,
             target=(self.target.seen(self.target.socket_path),
                     self.target_id, SAVED_CONFIG))
-        conf['DEFAULT'].update({'host': self.name,
-                                'my_ip': self.host.address})
         conf.remove_section('database')
         conf.remove_section('api_database')
         conf['spdk_vhost']['host_nqn'] = self.host_nqn
@@ -134,3 +127,8 @@ class ComputeNode(fixtures.Fixture):
 
     def rpc(self, method, params=None):
         return self.target.rpc(method, params)
+
+    def logs(self, limit=6000):
+        """The tail of the node's target log (its service's is the cloud's)."""
+        return {self.target.name: processes.tail(self.target.log_path,
+                                                 limit)}

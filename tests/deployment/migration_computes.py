@@ -95,8 +95,8 @@ class MigrationComputes(fixtures.Fixture):
     def logs(self, limit=6000):
         found = {name: proc.log(limit)
                  for name, proc in self.services.items()}
-        for host in self.hosts.values():
-            found['vhost-' + host.name] = host.target.log(limit)
+        for node in self.hosts.values():
+            found.update(node.logs(limit))
         return found
 
     def logs_text(self, limit=3000):

@@ -87,7 +87,7 @@ class NovaTestCase(base.DeploymentTestCase):
             session=self.cloud.keystone.admin_session())
         if libvirt is None:
             self.fail('libvirt-python is not installed')
-        self.conn = libvirt.open(self.cloud.libvirt_uri)
+        self.conn = libvirt.open(self.cloud.node.uri)
         self.addCleanup(self.conn.close)
         self.addOnException(self._attach_cloud_logs)
 
@@ -174,10 +174,10 @@ class NovaTestCase(base.DeploymentTestCase):
 
     def compute_rpc(self, method, params=None):
         """One call on the shared compute host's own target."""
-        return self.cloud.target.rpc(method, params)
+        return self.cloud.node.rpc(method, params)
 
     def compute_targets(self):
-        return [self.cloud.target]
+        return [self.cloud.node.target]
 
     def assert_state_on_its_host(self, volume_id):
         """An attachment's state is on the hosts that use it, and only there.
