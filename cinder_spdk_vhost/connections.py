@@ -88,31 +88,34 @@ class Connections(pools.Part):
         live migration's destination) a new copy is made empty, for the
         compute host to rebuild once the guest runs there, and the
         superblocks of the copies its mirror uses stay. An attach whose
-        lost copies could not be made gets the copies left.
+        lost copies could not be made gets the copies left; so does one
+        while a peer holding a copy is away, if the mirror can start
+        without it (:meth:`replica_sync.Sync.check_startable`).
         """
-        in_use = volume.status == 'in-use' or any(
-            att.attach_status in export.ATTACHED
-            for att in volume.volume_attachment)
-        whole = self.replicas.counts.replace_lost(
-            volume, lvol, self.pools.limits(volume.volume_type_id,
-                                            volume.size), rb, in_use=in_use)
+        held, away = self.replicas.reachable(volume)
+        if away:
+            self.replicas.sync.check_startable(volume, lvol, held, away)
+            self.replicas.warn_away(volume, away, 'attaching')
+        else:
+            in_use = volume.status == 'in-use' or any(
+                att.attach_status in export.ATTACHED
+                for att in volume.volume_attachment)
+            whole = self.replicas.counts.replace_lost(
+                volume, lvol, self.pools.limits(volume.volume_type_id,
+                                                volume.size),
+                rb, in_use=in_use)
+            held = (self.replicas.every_copy(volume) if whole
+                    else self.replicas.holders(volume))
         return self._export_each_copy(
-            volume, lvol, connector, rb,
-            rekey=not self._attached(volume, connector), short=not whole)
+            volume, lvol, held, connector, rb,
+            rekey=not self._attached(volume, connector))
 
-    def _export_each_copy(self, volume, lvol, connector, rb, rekey,
-                          short=False):
-        """Export every copy to the host; the properties' replicas part.
+    def _export_each_copy(self, volume, lvol, held, connector, rb, rekey):
+        """Export the own copy and ``held`` to the host.
 
-        A copy that is missing fails the attachment, unless ``short``:
-        the guest would otherwise get fewer copies than its volume type
-        promises. ``short``: the copies left will do, as they do for
-        the volume's live attachment (a live migration's destination
-        mirrors what its source mirrors).
+        Returns the properties' replicas part.
         """
         host_nqn = export.require_host_nqn(connector)
-        held = (self.replicas.holders(volume) if short
-                else self.replicas.every_copy(volume))
         exports = [(self.pools, volume.name, lvol, self.target_id)] + [
             (peer.pools, copy.name, copy, peer.target_id)
             for peer, copy in held]

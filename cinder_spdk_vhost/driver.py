@@ -34,6 +34,7 @@ from cinder_spdk_vhost import operation
 from cinder_spdk_vhost import options
 from cinder_spdk_vhost import peers
 from cinder_spdk_vhost import pools
+from cinder_spdk_vhost import replica_catchup
 from cinder_spdk_vhost import replica_health
 from cinder_spdk_vhost import replica_type
 from cinder_spdk_vhost import replication
@@ -106,8 +107,10 @@ class SpdkVhostDriver(manageable.ManageMethods, driver.VolumeDriver):
         self.mover = migration.Mover(self.pools, self.replicas)
         self.connections = connections.Connections(
             self.pools, self.backups, self.replicas)
-        self.sweeper = housekeeping.Sweeper(self.images, self.pools,
-                                            self.replicas.peers)
+        self.sweeper = housekeeping.Sweeper(
+            self.images, self.pools, self.replicas.peers,
+            replica_catchup.Catchup(self.replicas, self.host,
+                                    self.cluster_name))
 
     def check_for_setup_error(self):
         """Refuse to start on an unusable target, with one clear reason."""
@@ -118,7 +121,8 @@ class SpdkVhostDriver(manageable.ManageMethods, driver.VolumeDriver):
             self.images.sweep_scratch()
             self.pools.sweep()
         for peer in self.replicas.peers:
-            peer.check()
+            if peer.check():
+                self.sweeper.catch_up(peer)
         self.sweeper.start(self.configuration.spdk_sweep_interval)
 
     # -- volumes ---------------------------------------------------------
@@ -139,8 +143,8 @@ class SpdkVhostDriver(manageable.ManageMethods, driver.VolumeDriver):
     def delete_volume(self, volume):
         """Delete the lvol; a missing one is success, an exported one busy.
 
-        A replicated volume's other copies go first: a target that does
-        not answer fails the delete, and a retry finishes it.
+        A replicated volume's other copies go first; an away peer's when
+        it answers again (:mod:`replica_catchup`).
         """
         with operation.running('delete volume %s' % volume.id,
                                locks.vlock(volume.id)):

@@ -251,6 +251,11 @@ class NvmfExport(object):
             self.client.nvmf_subsystem_add_host(nqn, host_nqn, **names)
         return keys
 
+    def admitted(self, volume_name):
+        """The host NQNs the volume's export admits ([] if none)."""
+        sub = self._subsystem(self.nqn(volume_name)) if self.enabled else None
+        return [host['nqn'] for host in (sub or {}).get('hosts', [])]
+
     def unexport(self, volume_name, host_nqn):
         """Remove a host (all when None); drop the subsystem when empty."""
         if not self.enabled:

@@ -8,7 +8,8 @@ operation holds, of this process or of another member of the cluster.
 A dead member's locks expire with its coordination lease, so the
 survivors sweep its leftovers at their next round: at start-up, then
 every ``spdk_sweep_interval`` seconds in a task of its own (never inside
-a stats report or an operation).
+a stats report or an operation). Each round also catches up the copies
+on peers that were away (:mod:`replica_catchup`).
 """
 
 from cinder import exception
@@ -24,10 +25,11 @@ LOG = log.getLogger(__name__)
 class Sweeper(object):
     """The sweeps of one backend: its target's and its peers'."""
 
-    def __init__(self, images, pools, peers):
+    def __init__(self, images, pools, peers, catchup):
         self.images = images
         self.pools = pools
         self.peers = peers
+        self.catchup = catchup
         self._task = None
 
     def sweep(self):
@@ -38,11 +40,22 @@ class Sweeper(object):
                     lambda peer=peer: dd.sweep_exports(peer.exporter))
                    for peer in self.peers]
         for what, sweep in rounds:
-            try:
-                sweep()
-            except (exception.CinderException, rpc_exc.SpdkRpcError) as err:
-                LOG.warning('Sweeping %(what)s failed, next round in a '
-                            'while: %(err)s', {'what': what, 'err': err})
+            self._run(what, sweep)
+        for peer in self.peers:
+            self.catch_up(peer)
+
+    def catch_up(self, peer):
+        """Catch up the copies on ``peer`` now (it answers again)."""
+        self._run('the copies on %s' % peer,
+                  lambda: self.catchup.peer(peer))
+
+    @staticmethod
+    def _run(what, sweep):
+        try:
+            sweep()
+        except (exception.CinderException, rpc_exc.SpdkRpcError) as err:
+            LOG.warning('Sweeping %(what)s failed, next round in a '
+                        'while: %(err)s', {'what': what, 'err': err})
 
     def start(self, interval):
         """Sweep every ``interval`` seconds from now on (0: never)."""

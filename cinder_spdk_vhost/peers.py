@@ -116,6 +116,8 @@ class Peer(object):
             self.exporter.require('Keeping copies of replicated volumes')
             self.exporter.ensure_transport()
             dd.sweep_exports(self.exporter)
+            # A crash before the first change restarts it from this.
+            self.pools.persist()
         except (exception.CinderException, rpc_exc.SpdkRpcError) as err:
             LOG.warning('Replica target %(peer)s cannot hold copies now: '
                         '%(err)s', {'peer': self, 'err': err})

@@ -41,14 +41,27 @@ class Snapshots(pools.Part):
         the snapshot and every other copy's after
         (:func:`superblock.unsound_snapshot`); ``take`` registers the
         snapshot's undo on the operation's rollback, so a refusal leaves
-        nothing. Costs a ``spdk_dd`` read of 4 KiB per copy.
+        nothing. Costs a ``spdk_dd`` read of 4 KiB per copy. An away
+        peer's copy is left out while another copy answers: the own
+        copy's superblock alone cannot tell that it was failed out.
         """
         if replica_type.copies(volume) == 1:
             return take()
+        held, away = self.replicas.reachable(volume)
+        if away and not held:
+            raise exception.VolumeBackendAPIException(
+                data='snapshot of replicated volume %s refused: its copies '
+                     'on %s do not answer, and no copy but its own is left '
+                     'to prove it holds every write' % (
+                         volume.id, ', '.join(map(str, away))))
+        if away:
+            self.replicas.warn_away(volume, away, 'taking a snapshot')
+        else:
+            held = self.replicas.every_copy(volume)
         before = self.sync.head(self.exporter, lvol, volume.id)
         taken = take()
         others = [self.sync.head(peer.exporter, copy, volume.id)
-                  for peer, copy in self.replicas.every_copy(volume)]
+                  for peer, copy in held]
         why = superblock.unsound_snapshot(before, others, lvol.uuid)
         if why:
             raise exception.VolumeBackendAPIException(

@@ -82,3 +82,21 @@ class Sync(pools.Part):
         if replica_type.copies(volume) > 1:
             self.in_sync(volume, lvol, self.replicas.every_copy(volume),
                          doing)
+
+    def check_startable(self, volume, lvol, held, away):
+        """Refuse to attach without the copies on the ``away`` peers...
+
+        ...unless the compute host's mirror can start from the own copy
+        ``lvol`` and the copies ``held`` (:func:`superblock.unstartable`).
+        """
+        heads, _stale = self.superblocks(volume, lvol, held)
+        why = superblock.unstartable(
+            heads, [lvol.uuid] + [copy.uuid for _p, copy in held],
+            replica_type.copies(volume))
+        if why:
+            raise exception.VolumeBackendAPIException(
+                data='volume %s cannot be attached while its copies on %s '
+                     'do not answer: %s. Bring them back, or take their '
+                     'targets out of spdk_replica_targets (the copies are '
+                     'then made anew)' % (
+                         volume.id, ', '.join(map(str, away)), why))

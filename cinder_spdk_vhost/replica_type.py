@@ -7,6 +7,8 @@ starts in it, and what a replicated volume refuses. They depend on the
 volume type alone, so they are functions, and ask no target anything.
 """
 
+import uuid
+
 from cinder import exception
 from cinder.volume import volume_types
 
@@ -45,6 +47,15 @@ def replica_name(volume_id):
 
 def is_replica(name):
     return bool(name) and name.startswith(PREFIX)
+
+
+def volume_of(name):
+    """The volume id whose copy lvol ``name`` is, or None."""
+    rest = name[len(PREFIX):] if is_replica(name) else ''
+    try:
+        return rest if str(uuid.UUID(rest)) == rest else None
+    except ValueError:
+        return None  # a copy set aside (``<name>-<why>``)
 
 
 def lvol_mib(volume, size_gb=None):

@@ -12,9 +12,14 @@ compute host mirrors them into a RAID1 (the wire format:
 :mod:`spdk_vhost_core.replicas`).
 
 Which peers hold a volume's copies is found by name on each, so there
-is no record to go stale; a peer that does not answer fails the
-operation, with what it made undone, rather than leave a copy behind or
-make a volume with fewer copies than its type promises.
+is no record to go stale. A peer that does not answer (its storage node
+is down) is *away*: what can finish on the copies left goes on without
+it (detach, delete, extend, a snapshot the other copies prove sound, an
+attach whose mirror can start without it), and its copies catch up on
+what they missed when it answers again (:mod:`replica_catchup`); what
+would leave a volume with fewer copies than its type promises (a create,
+a clone, a retype, a revert) fails, with what it made undone, naming
+the away peer.
 
 :class:`Replicas` is the driver's one handle on them. It places the
 copies and keeps them in step with the volume (create, extend, QoS,
@@ -154,7 +159,9 @@ class Replicas(pools.Part):
                 lvol = peer.find(name)
             except rpc_exc.SpdkRpcError as err:
                 if silent is None:
-                    raise
+                    raise exception.VolumeBackendAPIException(
+                        data='volume %s: replica target %s does not answer: '
+                             '%s' % (volume.id, peer, err)) from err
                 LOG.warning('Replica target %(peer)s: %(err)s',
                             {'peer': peer, 'err': err})
                 silent.add(peer)
@@ -163,9 +170,40 @@ class Replicas(pools.Part):
                 found.append((peer, lvol))
         return found
 
+    def reachable(self, volume):
+        """(held, away): the copies that answer, and the away peers.
+
+        ``away``: the peers that did not answer when a copy is missing
+        from the others (sorted; [] when every copy answered).
+        """
+        silent = set()
+        held = self.holders(volume, silent)
+        if len(held) + 1 >= replica_type.copies(volume):
+            return held, []
+        return held, sorted(silent, key=str)
+
+    @staticmethod
+    def warn_away(volume, away, doing):
+        """Log that ``doing`` goes on without the copies on ``away``."""
+        LOG.warning('Volume %(vol)s: %(doing)s without its copies on '
+                    '%(away)s, which do not answer; they catch up when '
+                    'they answer again', {
+                        'vol': volume.id, 'doing': doing,
+                        'away': ', '.join(map(str, away))})
+
+    @staticmethod
+    def refuse_away(volume, away, doing='this operation'):
+        """Fail ``doing``, which needs the copies on ``away``, if any."""
+        if away:
+            raise exception.VolumeBackendAPIException(
+                data='volume %s: %s needs its copies on %s, which do not '
+                     'answer' % (volume.id, doing,
+                                 ', '.join(map(str, away))))
+
     def every_copy(self, volume):
-        """:meth:`holders`; fewer copies than the type promises raise."""
-        held = self.holders(volume)
+        """:meth:`holders`; a missing copy or an away peer raises."""
+        held, away = self.reachable(volume)
+        self.refuse_away(volume, away)
         wanted = replica_type.copies(volume)
         if len(held) + 1 < wanted:
             raise exception.VolumeBackendAPIException(
@@ -204,21 +242,37 @@ class Replicas(pools.Part):
     # -- changes to every copy -------------------------------------------
 
     def delete(self, volume):
-        """Delete every other copy; one that a host still uses is busy."""
-        held = self.holders(volume)
+        """Delete every other copy; one that a host still uses is busy.
+
+        An away peer's copy goes when it answers again.
+        """
+        held, away = self.reachable(volume)
+        if away:
+            self.warn_away(volume, away, 'deleting')
         for peer, lvol in held:
             peer.pools.refuse_if_exported(lvol, volume)
         for peer, lvol in held:
-            peer.pools.delete_lvol(lvol.alias)
-            if any(lvol.rate_limits.values()):
-                peer.pools.persist(pools.QOS_SUBSYSTEMS)
-            LOG.info('Deleted the copy of volume %(vol)s on %(peer)s',
-                     {'vol': volume.id, 'peer': peer})
+            self.delete_copy(peer, lvol, volume.id)
+
+    @staticmethod
+    def delete_copy(peer, lvol, volume_id):
+        """Delete one copy, and its QoS from the peer's saved config."""
+        peer.pools.delete_lvol(lvol.alias)
+        if any(lvol.rate_limits.values()):
+            peer.pools.persist(pools.QOS_SUBSYSTEMS)
+        LOG.info('Deleted the copy of volume %(vol)s on %(peer)s',
+                 {'vol': volume_id, 'peer': peer})
 
     def extend(self, volume, size_mib, limits, rb):
-        for peer, lvol in self.holders(volume):
+        """Grow every copy; an away peer's when it answers again."""
+        held, away = self.reachable(volume)
+        if away:
+            self.warn_away(volume, away, 'extending')
+        for peer, lvol in held:
             peer.pools.grow(lvol, size_mib, limits, rb)
 
     def apply_qos(self, volume, limits, rb):
-        for peer, lvol in self.holders(volume):
+        held, away = self.reachable(volume)
+        self.refuse_away(volume, away, 'a change of QoS limits')
+        for peer, lvol in held:
             peer.pools.apply_qos(lvol.alias, limits, rb)

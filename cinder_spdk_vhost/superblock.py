@@ -30,8 +30,10 @@ _MEMBER = struct.Struct('<16sQQIIB23x')
 class Superblock(object):
     """What the snapshot check reads of one superblock."""
 
-    def __init__(self, seq_number, members):
+    def __init__(self, seq_number, members, slots=None):
         self.seq_number = seq_number
+        #: How many members the mirror has, present or not.
+        self.slots = len(members) if slots is None else slots
         #: Member UUID (the copy's lvol UUID, which its export passes on
         #: to the compute host's NVMe bdev) -> its state in the mirror.
         self.members = members
@@ -49,7 +51,7 @@ def parse(head):
     if len(head) < _HEADER.size or not head.startswith(SIGNATURE):
         return None
     (_sig, length, _crc, _raid_uuid, _name, _size, _block, _level, _strip,
-     _state, seq_number, _count, entries) = _HEADER.unpack_from(head)
+     _state, seq_number, count, entries) = _HEADER.unpack_from(head)
     members = {}
     for index in range(entries):
         offset = _HEADER.size + index * _MEMBER.size
@@ -58,7 +60,7 @@ def parse(head):
         member, _data_offset, _data_size, state, _flags, _slot = (
             _MEMBER.unpack_from(head, offset))
         members[uuid.UUID(bytes=member)] = state
-    return Superblock(seq_number, members)
+    return Superblock(seq_number, members, count)
 
 
 def _newest(heads):
@@ -92,6 +94,29 @@ def absent_in_sync(heads, lvol_uuids):
     return sorted(str(member) for member, state in
                   (newest.members.items() if newest else ())
                   if state == CONFIGURED and member not in present)
+
+
+def unstartable(heads, lvol_uuids, copies):
+    """Why no mirror can start from these copies alone, or None.
+
+    ``heads`` and ``lvol_uuids`` as for :func:`out_of_sync`, of the
+    copies that answer; ``copies``: how many the volume has. The compute
+    host's mirror starts from the newest superblock when it names a
+    member for every copy and counts none of those absent in sync (a
+    copy failed out while the guest wrote is not): the absent ones are
+    added back, and rebuilt, when they return. Without a superblock it
+    would make a mirror of the present copies alone, with no member for
+    the others.
+    """
+    newest = _newest(heads)
+    if newest is None or newest.slots != copies:
+        return ('no RAID superblock on its copies names a member for each '
+                'of its %d copies' % copies)
+    absent = absent_in_sync(heads, lvol_uuids)
+    if absent:
+        return ('its RAID superblock counts the absent copies %s in sync, '
+                'and a mirror waits for those' % ', '.join(absent))
+    return None
 
 
 def unsound_snapshot(before, others, own_uuid):

@@ -80,14 +80,19 @@ class ReplicatedTestCase(test_driver.DriverTestCase):
             app='nvmf_tgt', interrupt_mode=True, auto_examine=False,
             name=target_id))
         target.aio_lvstore(base.LVS, size_mib=size_mib)
+        self.configure_peer(name, target, target_id)
+        return target
+
+    @staticmethod
+    def configure_peer(name, target, target_id, saved_config=''):
+        """Section ``name`` of cinder.conf: how the backend reaches it."""
         peers.section(name)
         for option, value in {
                 'spdk_rpc_socket': target.socket_path,
                 'spdk_rpc_connect_retries': 0, 'spdk_target_id': target_id,
                 'spdk_nvmf_port': net.free_port(),
-                'spdk_saved_config': ''}.items():
+                'spdk_saved_config': saved_config}.items():
             CONF.set_override(option, value, group=name)
-        return target
 
     def restart_peer(self, name):
         self.reopen(self.peers[name])
@@ -233,17 +238,6 @@ class PlacementTest(ReplicatedTestCase):
         self.driver.delete_volume(clone)
         self.driver.delete_snapshot(snapshot)
         self.driver.delete_volume(source)
-        self.assertEqual([], self.everything())
-
-    def test_a_dead_peer_fails_the_delete_and_a_retry_finishes_it(self):
-        volume = self.created(vtype=self.replicated(3))
-        self.peers['spdk-c'].kill()
-        self.assertRaises(exception.VolumeBackendAPIException,
-                          self.driver.delete_volume, volume)
-        # Nothing went before the dead peer answers.
-        self.assertIn(volume.name, self.lvol_names())
-        self.restart_peer('spdk-c')
-        self.driver.delete_volume(volume)
         self.assertEqual([], self.everything())
 
     def test_extend_and_retype_change_every_copy(self):
@@ -483,6 +477,11 @@ class WrittenTestCase(ComputeTestCase):
         self.assertEqual(hashlib.sha256(expected).hexdigest(),
                          hashlib.sha256(found).hexdigest(), what)
 
+    def disk(self, volume):
+        """What the compute host's mirror reads of the written region."""
+        return spdk_dd.read_once(self.compute, volume.id, Writer.WRITTEN,
+                                 self.useFixture(fixtures.TempDir()).path)
+
     def written(self):
         """A 2-copy volume attached here, pattern A written through it."""
         volume = self.created(vtype=self.replicated(2))
@@ -680,10 +679,6 @@ class CloneTest(WrittenTestCase):
 class ReplaceTest(WrittenTestCase):
     """A copy whose target is gone for good, made anew through Cinder."""
 
-    def setUp(self):
-        super().setUp()
-        self.workdir = self.useFixture(fixtures.TempDir()).path
-
     def retire(self, *gone, added=None):
         """The operator takes peers out of spdk_replica_targets.
 
@@ -736,11 +731,6 @@ class ReplaceTest(WrittenTestCase):
             raid.get('process')))
         self.assertSameBytes(data, self.disk(volume))
         return props, info
-
-    def disk(self, volume):
-        """What the compute host's mirror reads of the written region."""
-        return spdk_dd.read_once(self.compute, volume.id, Writer.WRITTEN,
-                                 self.workdir)
 
     def assertNewCopyHoldsAll(self, volume, data, props, info, lost):
         """Its mark gone, and the new copy alone reads back ``data``.
@@ -1066,5 +1056,134 @@ class WatchTest(ComputeTestCase):
 
         writer.stop()
         self.detach(volume, props, info)
+        self.driver.delete_volume(volume)
+        self.assertEqual([], self.everything())
+
+
+class AwayPeerTest(WrittenTestCase):
+    """A peer away: its volumes stay manageable, and catch up after.
+
+    Each peer restarts from its saved config, as its unit does, with
+    what it held when it died: the copies a delete missed, the old size
+    of an extended one, the hosts a detach could not remove.
+    """
+
+    def start_peer(self, name, target_id, size_mib):
+        saved = os.path.join(self.useFixture(fixtures.TempDir()).path,
+                             '%s.json' % target_id)
+        target = self.useFixture(spdk_target.SpdkTarget(
+            app='nvmf_tgt', interrupt_mode=True, auto_examine=False,
+            name=target_id, json_config=saved))
+        target.aio_lvstore(base.LVS, size_mib=size_mib)
+        self.configure_peer(name, target, target_id, saved)
+        return target
+
+    def restart_peer(self, name):
+        self.peers[name].start()
+
+    def admitted(self, volume, name):
+        """The host NQNs peer ``name``'s export of the volume admits."""
+        nqn = self.driver.replicas.peers[0].exporter.nqn(
+            replica_type.replica_name(volume.id))
+        return [host['nqn'] for sub in self.peers[name].rpc(
+            'nvmf_get_subsystems') if sub['nqn'] == nqn
+            for host in sub['hosts']]
+
+    def settled(self):
+        """A new 3-copy volume, available as its create left it."""
+        volume = self.created(vtype=self.replicated(3))
+        volume.update({'status': 'available'})
+        volume.save()
+        return volume
+
+    def test_a_copy_failed_out_is_snapshotted_attached_and_rebuilt(self):
+        volume = self.settled()
+        props, info = self.attach(volume)
+        writer = Writer(self, volume.id)
+        writer.once()
+        self.peers['spdk-c'].kill()
+        writer.once(1)  # the mirror fails C's copy out, and writes B on
+        writer.dd.unexport(volume.id)
+        self.detach(volume, props, info)
+
+        # A snapshot, proven sound by B's superblock; an attach (of an
+        # evacuated guest) mirrors the two copies left.
+        snapshot = self.make_snapshot(volume)
+        self.driver.create_snapshot(snapshot)
+        props, info = self.attach(volume)
+        self.assertEqual(['storage-b', 'storage-target'],
+                         sorted(r['target_id'] for r in props['replicas']))
+        [raid] = self.compute.rpc('bdev_raid_get_bdevs', {'category': 'all'})
+        self.assertEqual(('online', 3, 2), (
+            raid['state'], raid['num_base_bdevs'],
+            raid['num_base_bdevs_operational']))
+        self.assertSameBytes(writer.patterns[1], self.disk(volume))
+        self.detach(volume, props, info)
+
+        # Back: the next attach has its copy, rebuilt on the compute host.
+        self.restart_peer('spdk-c')
+        self.assertEqual([self.host['nqn']], self.admitted(volume, 'spdk-c'))
+        self.driver.sweeper.sweep()
+        self.assertEqual([], self.admitted(volume, 'spdk-c'))
+        props, info = self.attach(volume)
+        self.assertEqual(3, len(props['replicas']))
+        replicas_cmd.readd(self.connector.client, volume.id)
+        waiting.wait_for('the mirror online', lambda: mirror.status(
+            self.connector.client, volume.id)['state'] == mirror.ONLINE,
+            120, interval=0.2)
+        self.assertSameBytes(writer.patterns[1], self.disk(volume))
+        self.detach(volume, props, info)
+        self.driver.delete_snapshot(snapshot)
+        self.driver.delete_volume(volume)
+        self.assertEqual([], self.everything())
+
+    def test_extend_and_delete_go_on_and_the_copy_catches_up(self):
+        extended, deleted = self.settled(), self.settled()
+        self.peers['spdk-c'].kill()
+        self.driver.extend_volume(extended, 2)
+        extended.update({'size': 2})
+        extended.save()
+        self.driver.delete_volume(deleted)
+        deleted.destroy()
+        self.assertEqual([], [item for item in self.everything(
+            gone=['spdk-c']) if deleted.id in item[1]])
+
+        self.restart_peer('spdk-c')
+        self.assertEqual(['storage-c'], list(self.copies(deleted)))
+        self.assertEqual({'storage-b': 2048, 'storage-c': 1024,
+                          'storage-target': 2048}, self.sizes(extended))
+        self.driver.sweeper.sweep()
+        self.assertEqual({}, self.copies(deleted))
+        self.assertEqual({2048}, set(self.sizes(extended).values()))
+        self.driver.delete_volume(extended)
+        self.assertEqual([], self.everything())
+
+    def sizes(self, volume):
+        """Target id -> the MiB of the guest's disk its copy holds."""
+        return {tid: (copy['num_blocks'] * copy['block_size'] -
+                      superblock.DATA_OFFSET) // MIB
+                for tid, copy in self.copies(volume).items()}
+
+    def test_what_its_own_copy_cannot_prove_is_refused(self):
+        # Detached before the peer died: the superblocks count its copy
+        # in sync, so no mirror starts without it, and the own copy's
+        # superblock alone cannot prove a snapshot sound.
+        volume, props, info, writer = self.written()
+        lost = self.peer_holding(volume)
+        writer.dd.unexport(volume.id)
+        self.detach(volume, props, info)
+        self.peers[lost].kill()
+        before = self.everything(gone=[lost])
+        err = self.assertRaises(exception.VolumeBackendAPIException,
+                                self.driver.initialize_connection, volume,
+                                self.host)
+        self.assertIn('counts the absent copies', str(err))
+        self.assertIn(PEERS[lost][0], str(err))
+        err = self.assertRaises(exception.VolumeBackendAPIException,
+                                self.driver.create_snapshot,
+                                self.make_snapshot(volume))
+        self.assertIn('no copy but its own is left', str(err))
+        self.assertEqual(before, self.everything(gone=[lost]))
+        self.restart_peer(lost)
         self.driver.delete_volume(volume)
         self.assertEqual([], self.everything())

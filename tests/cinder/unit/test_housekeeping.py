@@ -18,6 +18,7 @@ from cinder_spdk_vhost import driver as spdk_driver
 from cinder_spdk_vhost import housekeeping
 from cinder_spdk_vhost import locks
 from cinder_spdk_vhost import lvols
+from cinder_spdk_vhost import replica_type
 from spdk_vhost_core import exception as rpc_exc
 from tests.cinder import base
 from tests.cinder.unit import driver_base as dbase
@@ -74,12 +75,25 @@ class SweepTest(dbase.DriverTestCase):
         self.assertEqual([], self.names())
 
     def test_the_task_runs_only_with_an_interval(self):
-        sweeper = housekeeping.Sweeper(None, None, [])
+        sweeper = housekeeping.Sweeper(None, None, [], None)
         sweeper.start(0)
         self.assertIsNone(sweeper._task)
         sweeper.start(600)
         self.addCleanup(sweeper.stop)
         self.assertIsNotNone(sweeper._task)
+
+
+class CopyNamesTest(dbase.DriverTestCase):
+    """Which lvols on a peer the catch-up takes for a volume's copy."""
+
+    def test_only_a_copy_named_after_a_volume_id(self):
+        volume_id = str(uuid.uuid4())
+        self.assertEqual(volume_id, replica_type.volume_of(
+            replica_type.replica_name(volume_id)))
+        for name in ('replica-%s-reverted' % volume_id,
+                     'replica-%s' % volume_id.upper(), 'replica-x',
+                     'volume-%s' % volume_id, ''):
+            self.assertIsNone(replica_type.volume_of(name), name)
 
 
 class RestoreElsewhereTest(dbase.DriverTestCase):

@@ -135,3 +135,31 @@ class AbsentInSyncTest(base.BaseTestCase):
         self.assertEqual([], superblock.absent_in_sync(
             [superblock.parse(make(4, failed))], [OWN]))
         self.assertEqual([], superblock.absent_in_sync([None], [OWN]))
+
+
+class UnstartableTest(base.BaseTestCase):
+    """Whether a mirror starts while a copy's target is away."""
+
+    THIRD = str(uuid.uuid4())
+
+    def why(self, states, copies=3, present=(OWN, OTHER)):
+        heads = [superblock.parse(make(5, states))] if states else [None]
+        return superblock.unstartable(heads, list(present), copies)
+
+    def test_the_away_copy_was_failed_out(self):
+        self.assertIsNone(self.why({OWN: CONFIGURED, OTHER: CONFIGURED,
+                                    self.THIRD: FAILED}))
+
+    def test_the_away_copy_is_counted_in_sync(self):
+        why = self.why({OWN: CONFIGURED, OTHER: CONFIGURED,
+                        self.THIRD: CONFIGURED})
+        self.assertIn('counts the absent copies %s in sync' % self.THIRD,
+                      why)
+
+    def test_no_member_for_the_away_copy(self):
+        # Never attached: a mirror of the present copies alone would
+        # have no slot to add it back to.
+        self.assertIn('names a member for each of its 3 copies',
+                      self.why(None))
+        self.assertIn('names a member for each of its 3 copies',
+                      self.why({OWN: CONFIGURED, OTHER: CONFIGURED}))
