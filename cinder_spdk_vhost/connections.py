@@ -189,6 +189,12 @@ class Connections(pools.Part):
         """
         name = replica_type.replica_name(volume.id)
         for peer in self.replicas.peers:
+            if peer.away:
+                LOG.warning('%(host)s stays in the export of volume %(vol)s '
+                            'on %(peer)s, which is away, until it answers',
+                            {'host': host_nqn or 'Every host',
+                             'vol': volume.id, 'peer': peer})
+                continue
             try:
                 if peer.find(name) is not None:
                     peer.exporter.unexport(name, host_nqn)

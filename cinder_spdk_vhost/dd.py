@@ -228,8 +228,12 @@ def read_head(conf, params, secrets, length):
             return src.read(length)
 
 
-def zero_head(conf, params, secrets, length):
-    """Write zeros over the first ``length`` bytes (whole 4 KiB blocks)."""
-    _run(conf, params, secrets,
-         ['--if', '/dev/zero', '--ob', CONTROLLER + 'n1', '--bs', str(HEAD),
-          '--count', str(-(-length // HEAD))], 'wipe the lvol\'s head')
+def write_head(conf, params, secrets, data):
+    """Write ``data`` (whole 4 KiB blocks) at the start of the lvol."""
+    with tempfile.TemporaryDirectory(prefix='spdk-dd-') as workdir:
+        path = os.path.join(workdir, 'head')
+        with open(path, 'wb') as out:
+            out.write(data)
+        _run(conf, params, secrets,
+             ['--if', path, '--ob', CONTROLLER + 'n1', '--bs', str(HEAD),
+              '--count', str(len(data) // HEAD)], 'write the lvol\'s head')

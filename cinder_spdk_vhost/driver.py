@@ -174,9 +174,10 @@ class SpdkVhostDriver(manageable.ManageMethods, driver.VolumeDriver):
         limits = self.pools.limits(volume.volume_type_id, new_size)
         with operation.running('extend volume %s' % volume.id,
                                locks.vlock(volume.id)) as rb:
-            size_mib = replica_type.lvol_mib(volume, new_size)
-            self.pools.grow(self.pools.get(volume), size_mib, limits, rb)
-            self.replicas.extend(volume, size_mib, limits, rb)
+            lvol = self.pools.get(volume)
+            self.pools.grow(lvol, replica_type.lvol_mib(volume, new_size),
+                            limits, rb)
+            self.replicas.extend(volume, lvol, new_size, limits, rb)
 
     def create_volume_from_snapshot(self, volume, snapshot):
         validation.check_volume(volume)

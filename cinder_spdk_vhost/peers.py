@@ -10,6 +10,7 @@ keeps each one's saved config and keys on that node.
 """
 
 import socket
+import time
 import urllib.parse
 
 from cinder import exception
@@ -22,6 +23,7 @@ from cinder_spdk_vhost import export
 from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import options
 from cinder_spdk_vhost import pools
+from cinder_spdk_vhost import replica_type
 from cinder_spdk_vhost import target_rpcs
 from cinder_spdk_vhost import validation
 from spdk_vhost_core import exception as rpc_exc
@@ -80,10 +82,20 @@ def from_conf(conf, own_target_id):
 
 
 class Peer(object):
-    """Another storage target: its lvol stores and NVMe-oF exports."""
+    """Another storage target: its lvol stores and NVMe-oF exports.
+
+    A peer that did not answer is *away* for :data:`AWAY_SECONDS`: what
+    can go on without its copies skips it meanwhile rather than wait
+    for its connection retries (or, on a host that vanished, timeouts)
+    once more; a sweep asks it all the same, to see it return.
+    """
+
+    #: How long a peer that did not answer is taken as away unasked.
+    AWAY_SECONDS = 30
 
     def __init__(self, name, conf):
         self.name = name
+        self._away_until = 0.0
         self.conf = conf
         self.target_id = target_id(conf)
         self.client = spdk_rpc.SpdkClient.from_conf(conf)
@@ -133,8 +145,35 @@ class Peer(object):
             best = max(best, (free, lvs))
         return best
 
+    def _ask(self, call, *args, **kwargs):
+        """``call(...)``, noting whether the peer answered."""
+        try:
+            result = call(*args, **kwargs)
+        except rpc_exc.SpdkRpcError:
+            self._away_until = time.monotonic() + self.AWAY_SECONDS
+            raise
+        self._away_until = 0.0
+        return result
+
     def find(self, name):
-        return lvols.find(self.client, name, self.pools.lvstores)
+        """The lvol ``name``, or None."""
+        return self._ask(lvols.find, self.client, name, self.pools.lvstores)
+
+    def copies(self):
+        """(lvol alias, volume id) of every volume's copy it holds."""
+        found = []
+        for lvs in self.pools.lvstores:
+            for item in self._ask(self.client.bdev_lvol_get_lvols,
+                                  lvs_name=lvs):
+                volume_id = replica_type.volume_of(item['name'])
+                if volume_id is not None:
+                    found.append((lvols.alias(lvs, item['name']), volume_id))
+        return found
+
+    @property
+    def away(self):
+        """Whether it did not answer a moment ago (see the class)."""
+        return time.monotonic() < self._away_until
 
     def close(self):
         self.client.close()

@@ -26,7 +26,6 @@ from cinder.volume import volume_utils
 from oslo_log import log
 
 from cinder_spdk_vhost import locks
-from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import operation
 from cinder_spdk_vhost import replica_type
 from spdk_vhost_core import exception as rpc_exc
@@ -45,19 +44,13 @@ class Catchup(object):
     def peer(self, peer):
         """Catch up every copy on ``peer``; one that fails is logged."""
         ctxt = context.get_admin_context(read_deleted='yes')
-        for lvs in peer.pools.lvstores:
-            for item in peer.client.bdev_lvol_get_lvols(lvs_name=lvs):
-                volume_id = replica_type.volume_of(item['name'])
-                if volume_id is None:
-                    continue
-                try:
-                    self._copy(ctxt, peer, lvols.alias(lvs, item['name']),
-                               volume_id)
-                except (exception.CinderException,
-                        rpc_exc.SpdkRpcError) as err:
-                    LOG.warning('Could not catch up the copy of volume '
-                                '%(vol)s on %(peer)s: %(err)s',
-                                {'vol': volume_id, 'peer': peer, 'err': err})
+        for alias, volume_id in peer.copies():
+            try:
+                self._copy(ctxt, peer, alias, volume_id)
+            except (exception.CinderException, rpc_exc.SpdkRpcError) as err:
+                LOG.warning('Could not catch up the copy of volume %(vol)s '
+                            'on %(peer)s: %(err)s',
+                            {'vol': volume_id, 'peer': peer, 'err': err})
 
     def _ours(self, volume):
         if self.cluster:
@@ -81,8 +74,6 @@ class Catchup(object):
             if volume.deleted:
                 LOG.info('Volume %(vol)s was deleted while %(peer)s was '
                          'away', {'vol': volume_id, 'peer': peer})
-                peer.exporter.unexport(lvol.name, None)
-                peer.pools.persist()
                 self.replicas.delete_copy(peer, lvol, volume_id)
             elif volume.status in ('available', 'in-use'):
                 self._grow(peer, lvol, volume, rb)

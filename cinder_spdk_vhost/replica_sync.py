@@ -17,6 +17,7 @@ import contextlib
 from cinder import exception
 
 from cinder_spdk_vhost import dd
+from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import pools
 from cinder_spdk_vhost import replica_type
 from cinder_spdk_vhost import rollback
@@ -49,8 +50,33 @@ class Sync(pools.Part):
 
     def wipe(self, exporter, lvol, volume_id):
         """Zero the superblock a copy carries (its source's, or stale)."""
+        self._write(exporter, lvol, volume_id, bytes(superblock.HEAD_BYTES))
+
+    def _write(self, exporter, lvol, volume_id, head):
         with self._reached(exporter, lvol, volume_id) as (params, secrets):
-            dd.zero_head(self.conf, params, secrets, superblock.HEAD_BYTES)
+            dd.write_head(self.conf, params, secrets, head)
+
+    def resize(self, volume, lvol, held, size_gb, rb):
+        """Tell the superblock of each copy its volume's new size.
+
+        For a volume no mirror runs: its next one starts from them (a
+        running mirror grows with its copies and rewrites them itself).
+        ``lvol``: the own copy; ``held``: the others. ``rb`` writes each
+        old superblock back. Costs a ``spdk_dd`` read and write of 4 KiB
+        per copy that has one.
+        """
+        for exporter, copy in [(self.exporter, lvol)] + [
+                (peer.exporter, copy) for peer, copy in held]:
+            with self._reached(exporter, copy, volume.id) as reached:
+                params, secrets = reached
+                head = dd.read_head(self.conf, params, secrets,
+                                    superblock.HEAD_BYTES)
+                new = superblock.resized(head, size_gb * lvols.GIB)
+                if new is None:
+                    continue
+                dd.write_head(self.conf, params, secrets, new)
+            rb.add('write back the superblock of %s' % copy.alias,
+                   self._write, exporter, copy, volume.id, head)
 
     def superblocks(self, volume, lvol, held):
         """Every copy's superblock, and the UUIDs of those lacking writes.

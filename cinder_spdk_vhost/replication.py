@@ -44,6 +44,7 @@ delete), and holds the parts that do the rest, one job each:
 from cinder import exception
 from oslo_log import log
 
+from cinder_spdk_vhost import export
 from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import pools
 from cinder_spdk_vhost import replica_counts
@@ -148,7 +149,8 @@ class Replicas(pools.Part):
         """(peer, lvol) of each copy; a peer that does not answer raises.
 
         ``silent``: a set of peers not to ask, to which one that does not
-        answer is added (with a warning) instead: a survey goes on.
+        answer is added (with a warning) instead: a survey, or an
+        operation that can do without it, goes on.
         """
         name = replica_type.replica_name(volume.id)
         found = []
@@ -173,10 +175,11 @@ class Replicas(pools.Part):
     def reachable(self, volume):
         """(held, away): the copies that answer, and the away peers.
 
-        ``away``: the peers that did not answer when a copy is missing
-        from the others (sorted; [] when every copy answered).
+        ``away``: the peers that did not answer, now or a moment ago
+        (:class:`peers.Peer`), when a copy is missing from the others
+        (sorted; [] when every copy answered).
         """
-        silent = set()
+        silent = {peer for peer in self.peers if peer.away}
         held = self.holders(volume, silent)
         if len(held) + 1 >= replica_type.copies(volume):
             return held, []
@@ -242,34 +245,51 @@ class Replicas(pools.Part):
     # -- changes to every copy -------------------------------------------
 
     def delete(self, volume):
-        """Delete every other copy; one that a host still uses is busy.
+        """Delete every other copy of ``volume``, exported to no host.
 
-        An away peer's copy goes when it answers again.
+        The driver refused already if a host uses the volume (its own
+        copy's export says so): an export of another copy is one a
+        detach left while its peer was away. An away peer's copy goes
+        when it answers again.
         """
         held, away = self.reachable(volume)
         if away:
             self.warn_away(volume, away, 'deleting')
         for peer, lvol in held:
-            peer.pools.refuse_if_exported(lvol, volume)
-        for peer, lvol in held:
             self.delete_copy(peer, lvol, volume.id)
 
     @staticmethod
     def delete_copy(peer, lvol, volume_id):
-        """Delete one copy, and its QoS from the peer's saved config."""
+        """Delete one copy, its export, and its QoS in the saved config."""
+        if peer.exporter.admitted(lvol.name):
+            LOG.warning('Removing the export of the copy of volume %(vol)s '
+                        'on %(peer)s, left by a detach while it was away',
+                        {'vol': volume_id, 'peer': peer})
+            peer.exporter.unexport(lvol.name, None)
+            peer.pools.persist()
         peer.pools.delete_lvol(lvol.alias)
         if any(lvol.rate_limits.values()):
             peer.pools.persist(pools.QOS_SUBSYSTEMS)
         LOG.info('Deleted the copy of volume %(vol)s on %(peer)s',
                  {'vol': volume_id, 'peer': peer})
 
-    def extend(self, volume, size_mib, limits, rb):
-        """Grow every copy; an away peer's when it answers again."""
+    def extend(self, volume, lvol, size_gb, limits, rb):
+        """Grow the other copies of ``volume`` (own copy ``lvol``, grown).
+
+        An away peer's grows when it answers again. A detached volume's
+        superblocks are told the new size too (:meth:`Sync.resize`).
+        """
+        if replica_type.copies(volume) == 1:
+            return
         held, away = self.reachable(volume)
         if away:
             self.warn_away(volume, away, 'extending')
-        for peer, lvol in held:
-            peer.pools.grow(lvol, size_mib, limits, rb)
+        for peer, copy in held:
+            peer.pools.grow(copy, replica_type.lvol_mib(volume, size_gb),
+                            limits, rb)
+        if not any(att.attach_status in export.LIVE
+                   for att in volume.volume_attachment):
+            self.sync.resize(volume, lvol, held, size_gb, rb)
 
     def apply_qos(self, volume, limits, rb):
         held, away = self.reachable(volume)

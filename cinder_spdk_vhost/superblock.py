@@ -8,7 +8,9 @@ mirror when a member fails or a rebuild ends: so the copy holding the
 highest number knows which members were in sync, and a copy that missed
 writes (failed out, or being rebuilt) holds an older number. That is how
 the storage side tells whether the volume's own copy is a sound source
-for a snapshot without asking the compute host.
+for a snapshot without asking the compute host. It also tells the mirror
+its size: a volume extended while no mirror ran has it rewritten
+(:func:`resized`), as SPDK rewrites it when a running mirror grows.
 """
 
 import struct
@@ -25,6 +27,32 @@ CONFIGURED = 1
 
 _HEADER = struct.Struct('<8s4xII4x16s64sQIIIIQB118xB')
 _MEMBER = struct.Struct('<16sQQIIB23x')
+# Where resized() writes: the checksum, raid_size, and each member's
+# data_size (in its entry).
+_CRC_AT = 16
+_RAID_SIZE_AT = 104
+_DATA_SIZE_IN_MEMBER = 24
+_CASTAGNOLI = 0x82F63B78
+
+
+def _crc_table():
+    table = []
+    for byte in range(256):
+        crc = byte
+        for _bit in range(8):
+            crc = (crc >> 1) ^ (_CASTAGNOLI if crc & 1 else 0)
+        table.append(crc)
+    return table
+
+
+_CRC_TABLE = _crc_table()
+
+
+def crc32c(data, crc=0):
+    """CRC-32C of ``data`` as SPDK's ``spdk_crc32c_update`` (no inversion)."""
+    for byte in data:
+        crc = _CRC_TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc
 
 
 class Superblock(object):
@@ -61,6 +89,29 @@ def parse(head):
             _MEMBER.unpack_from(head, offset))
         members[uuid.UUID(bytes=member)] = state
     return Superblock(seq_number, members, count)
+
+
+def resized(head, size_bytes):
+    """``head`` with its superblock saying ``size_bytes``; None if it has none.
+
+    The mirror's size (``raid_size``) and each member's data area
+    (``data_size``), in the superblock's blocks, then its checksum: what
+    SPDK's raid module writes when a running RAID1 grows. Its sequence
+    number stays, so every copy rewritten alike still holds the newest.
+    """
+    if parse(head) is None:
+        return None
+    fields = _HEADER.unpack_from(head)
+    length, block_size, entries = fields[1], fields[6], fields[12]
+    blocks = size_bytes // block_size
+    out = bytearray(head)
+    struct.pack_into('<Q', out, _RAID_SIZE_AT, blocks)
+    for index in range(entries):
+        struct.pack_into('<Q', out, _HEADER.size + index * _MEMBER.size +
+                         _DATA_SIZE_IN_MEMBER, blocks)
+    struct.pack_into('<I', out, _CRC_AT, 0)
+    struct.pack_into('<I', out, _CRC_AT, crc32c(out[:length]))
+    return bytes(out)
 
 
 def _newest(heads):

@@ -19,7 +19,9 @@ same way, plus ``target_id``: the storage target that holds it, as the
 backend names it; two replicas on one target would fail together, so
 they are refused. The top level keeps what describes the volume and its
 guest (``volume_id``, ``access_mode``, ``block_size``, ``qos_specs``,
-``numa_node``, ``attached_to``) and no remote keys of its own.
+``numa_node``, ``attached_to``) and no remote keys of its own. While a
+storage target is away, Cinder hands over the copies left, down to one:
+the mirror, which its superblock names in full, starts degraded.
 
 The compute side assembles the replicas into a RAID1 with a superblock
 (``os_brick_connector.replicas``). A connector that predates replicas
@@ -35,8 +37,9 @@ from spdk_vhost_core import exception
 REPLICATED = 'replicated'
 KEY = 'replicas'
 TARGET_ID = 'target_id'
-MIN_REPLICAS = 2
+#: The copies a replicated volume has, and the fewest an attach may get.
 MAX_REPLICAS = 3
+MIN_REPLICAS = 1
 #: Cinder's target identities: a host name, or tcp:<address>:<port>.
 _TARGET_ID = re.compile(r'^[A-Za-z0-9][A-Za-z0-9_.:\[\]-]{0,254}$')
 #: Keys of a single remote volume that a replicated one keeps per replica.
@@ -65,8 +68,9 @@ def check(props, check_export, remote_transports):
         raise _bad(KEY, 'must be a list of %d to %d remote exports, got %.40r'
                    % (MIN_REPLICAS, MAX_REPLICAS, replicas))
     if not MIN_REPLICAS <= len(replicas) <= MAX_REPLICAS:
-        raise _bad(KEY, 'has %d entries: a replicated volume has %d to %d'
-                   % (len(replicas), MIN_REPLICAS, MAX_REPLICAS))
+        raise _bad(KEY, 'has %d entries: a replicated volume is attached '
+                   'with %d to %d' % (len(replicas), MIN_REPLICAS,
+                                      MAX_REPLICAS))
     seen = {}
     for index, replica in enumerate(replicas):
         where = '%s[%d]' % (KEY, index)

@@ -52,6 +52,10 @@ class Agent(fixtures.Fixture):
         target = self.target
         self.port = net.free_port(self.address) if target.host is None \
             else 5261
+        # Where it saves the target's config: as this host sees it, and
+        # as the node does.
+        self.saved_config_file = os.path.join(target.workdir,
+                                              'agent-saved.json')
         self.saved_config = self._seen('agent-saved.json')
         self.key_dir = self._seen('agent-keys')
         cert, key = self.authority.issue(

@@ -75,6 +75,8 @@ def build(workdir, db_url, transport_url, api_port, backend, replica):
         spdk_dd_path=spdk_build.app_path('spdk_dd'),
         spdk_image_staging_dir=os.path.join(workdir, 'staging'),
         backup_use_temp_snapshot='True',
+        # A storage node back from the dead is caught up within seconds.
+        spdk_sweep_interval='5',
         spdk_replica_targets=REPLICA_SECTION)
     conf[REPLICA_SECTION] = dict(replica, spdk_rpc_timeout='30')
     return conf

@@ -142,7 +142,26 @@ class CinderDeployment(fixtures.Fixture):
             auto_examine=False, host=host))
         for lvs, mib in sorted(lvstores.items()):
             target.aio_lvstore(lvs, size_mib=mib)
-        return target, self.useFixture(agent.Agent(target, authority))
+        node_agent = self.useFixture(agent.Agent(target, authority))
+        # Each later start, as its unit's: from what its agent saved.
+        target.json_config = node_agent.saved_config_file
+        return target, node_agent
+
+    @staticmethod
+    def kill_storage_node(target, node_agent):
+        """SIGKILL a storage node's processes, as its host's death does."""
+        node_agent.kill()
+        target.kill()
+
+    @staticmethod
+    def start_storage_node(target, node_agent):
+        """Start what of a killed node is down: its target, then its agent.
+
+        The target starts from its agent's saved config, as its unit does.
+        """
+        for process in (target, node_agent):
+            if process.process.poll() is not None:
+                process.start()
 
     @staticmethod
     def _node_section(node_agent, target_id, lvstores):

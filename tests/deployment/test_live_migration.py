@@ -8,7 +8,9 @@ other with ``nova live-migration``; the same guest keeps running there
 (its boot id, its writer), no write fails, the data reads back, and the
 SPDK side moved: the destination's target has the controllers, NVMe-oF
 connections and mirror, the source's has none, and the export of each
-volume and copy admits only the destination's host NQN.
+volume and copy admits only the destination's host NQN. Then the storage
+node of the replicated volume's second copy dies whole under the guest's
+writer (:meth:`TestNovaLiveMigration.lose_the_copy_node`).
 """
 
 import hashlib
@@ -29,6 +31,7 @@ except ImportError:  # NovaTestCase's setUp reports it
     libvirt = None
 
 MIB = 1024 * 1024
+GIB = 1024 * MIB
 SOURCE, DESTINATION = sorted(migration_computes.HOSTS)
 # Written once before the migration, rewritten all along by the writer.
 BASE = (0, MIB, 'before-migration')
@@ -159,3 +162,68 @@ class TestNovaLiveMigration(nova_base.NovaTestCase):
                              self.admitted(volume_id, target))
         self.assertRaises(libvirt.libvirtError,
                           self.libvirt_of(src).lookupByUUIDString, server.id)
+        # The same guest, to lose the node of its data volume's copy.
+        self.lose_the_copy_node(server, shell, data, dst)
+
+    def lose_the_copy_node(self, server, shell, data, host):
+        """Its replica's storage node dies whole under the writing guest.
+
+        The guest writes on through the copy left, and the volume grows,
+        is detached, attached again and deleted while the node is away.
+        Back, the node's target holds what its own saved config says
+        (the copy, exported to ``host``), and cinder-volume's next sweep
+        catches it up: the deleted volume's copy and export go.
+        """
+        dep = self.deployment
+        node = (dep.replica_target, dep.replica_agent)
+        copy = 'replica-%s' % data.id
+        shell.execute(qemu.writer_start('vdb', *WRITER))
+        writer.writes_after(shell)
+        dep.kill_storage_node(*node)
+        self.addCleanup(dep.start_storage_node, *node)
+        writer.writes_after(shell)
+        result = shell.execute(qemu.writer_stop(), timeout=60)
+        self.assertEqual('0', result['writer.failures'])
+        print('STORAGE NODE LOST under the writer: the guest stalled at '
+              'most %s ms' % result['writer.max_gap_ms'])
+        self.assertEqual([(data.id, 'online', 1)], self.attached(host)[2])
+
+        self.cinder.volumes.extend(data, 2)
+        self.wait_for(lambda: self.guest_size(shell, 'vdb') == 2 * GIB,
+                      'the guest to see vdb grow to 2 GiB')
+        self.wait_status(self.cinder.volumes, data.id, 'in-use')
+        started = time.monotonic()
+        self.nova.volumes.delete_server_volume(server.id, data.id)
+        self.wait_status(self.cinder.volumes, data.id, 'available')
+        detached = time.monotonic()
+        self.wait_for(lambda: not self.has_disk(shell, 'vdb'),
+                      'vdb to leave the guest')
+        attaching = time.monotonic()
+        self.nova.volumes.create_server_volume(server.id, data.id)
+        self.wait_status(self.cinder.volumes, data.id, 'in-use')
+        self.wait_disk(shell, 'vdb')
+        print('STORAGE NODE AWAY: detach %.1f s, attach until the guest '
+              'sees the disk %.1f s' % (detached - started,
+                                        time.monotonic() - attaching))
+        self.assertEqual(2 * GIB, self.guest_size(shell, 'vdb'))
+        offset, length, token = WRITER
+        self.assertEqual(
+            hashlib.sha256(qemu.pattern_bytes(token, length)).hexdigest(),
+            shell.execute(qemu.read_back('vdb', offset, length))[
+                'vdb.read@%d' % offset])
+        self.assertEqual([(data.id, 'online', 1)], self.attached(host)[2])
+        self.nova.volumes.delete_server_volume(server.id, data.id)
+        self.wait_status(self.cinder.volumes, data.id, 'available')
+        self.delete_volume(data.id)
+
+        target, node_agent = node
+        target.start()
+        self.assertIn(copy, self.lvols(target=target))
+        self.assertEqual([host.host_nqn], self.admitted(data.id, target))
+        node_agent.start()
+        started = time.monotonic()
+        self.wait_for(lambda: copy not in self.lvols(target=target) and
+                      not self.admitted(data.id, target),
+                      'storage-b to be caught up')
+        print('STORAGE NODE BACK: caught up in %.1f s'
+              % (time.monotonic() - started))

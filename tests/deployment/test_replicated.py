@@ -106,13 +106,13 @@ class TestReplicated(test_backup.Backups, base.DeploymentTestCase):
         vtype = self.make_type(extra_specs=TWO_COPIES)
         vol = self.create_volume(1, volume_type=vtype.id)
         degraded = {health.STATE: health.DEGRADED}
-        replica = self.deployment.replica_target
-        replica.kill()
+        dep = self.deployment
+        node = (dep.replica_target, dep.replica_agent)
+        dep.kill_storage_node(*node)
         try:
             meta = self.wait_metadata(vol.id, health.STATE)
         finally:
-            replica.start()
-            replica.reopen_aio_lvstore(deployment.REPLICA_LVSTORE)
+            dep.start_storage_node(*node)
         problem = '1 of its 2 copies out of reach (not answering: %s (%s))' % (
             deployment.REPLICA_TARGET_ID, cinder_conf.REPLICA_SECTION)
         self.assertEqual(dict(degraded, **{health.PROBLEM: problem}), meta)

@@ -491,6 +491,26 @@ class WrittenTestCase(ComputeTestCase):
         return volume, props, info, writer
 
 
+class DetachedExtendTest(WrittenTestCase):
+
+    def test_the_next_mirror_has_the_new_size(self):
+        # Its superblocks are rewritten: a mirror assembled from them
+        # takes their size, and its copies grew while none ran.
+        volume, props, info, writer = self.written()
+        writer.dd.unexport(volume.id)
+        self.detach(volume, props, info)
+        self.driver.extend_volume(volume, 2)
+        volume.update({'size': 2})
+        volume.save()
+        props, info = self.attach(volume)
+        [raid] = self.compute.rpc('bdev_get_bdevs', {'name': volume.id})
+        self.assertEqual(2048 * MIB, raid['num_blocks'] * raid['block_size'])
+        self.assertSameBytes(writer.patterns[0], self.disk(volume))
+        self.detach(volume, props, info)
+        self.driver.delete_volume(volume)
+        self.assertEqual([], self.everything())
+
+
 class CloneTest(WrittenTestCase):
     """Snapshots and clones of a replicated volume a writer is using."""
 
@@ -1137,6 +1157,27 @@ class AwayPeerTest(WrittenTestCase):
         self.driver.delete_volume(volume)
         self.assertEqual([], self.everything())
 
+    def test_two_copies_attach_with_the_one_left(self):
+        volume, props, info, writer = self.written()
+        lost = self.peer_holding(volume)
+        self.peers[lost].kill()
+        writer.once(1)
+        writer.dd.unexport(volume.id)
+        self.detach(volume, props, info)
+        props, info = self.attach(volume)
+        self.assertEqual(['storage-target'],
+                         [r['target_id'] for r in props['replicas']])
+        [raid] = self.compute.rpc('bdev_raid_get_bdevs', {'category': 'all'})
+        self.assertEqual(('online', 2, 1), (
+            raid['state'], raid['num_base_bdevs'],
+            raid['num_base_bdevs_operational']))
+        self.assertSameBytes(writer.patterns[1], self.disk(volume))
+        self.detach(volume, props, info)
+        self.restart_peer(lost)
+        self.driver.sweeper.sweep()
+        self.driver.delete_volume(volume)
+        self.assertEqual([], self.everything())
+
     def test_extend_and_delete_go_on_and_the_copy_catches_up(self):
         extended, deleted = self.settled(), self.settled()
         self.peers['spdk-c'].kill()
@@ -1184,6 +1225,8 @@ class AwayPeerTest(WrittenTestCase):
                                 self.make_snapshot(volume))
         self.assertIn('no copy but its own is left', str(err))
         self.assertEqual(before, self.everything(gone=[lost]))
+        # Back: the next sweep (or stats report) finds it answers.
         self.restart_peer(lost)
+        self.driver.sweeper.sweep()
         self.driver.delete_volume(volume)
         self.assertEqual([], self.everything())

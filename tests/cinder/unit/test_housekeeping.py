@@ -7,6 +7,7 @@ cluster's reports count every lvol and survey every member's volumes;
 a cluster's members reach the target through its agent.
 """
 
+from unittest import mock
 import uuid
 
 from cinder import exception
@@ -18,6 +19,7 @@ from cinder_spdk_vhost import driver as spdk_driver
 from cinder_spdk_vhost import housekeeping
 from cinder_spdk_vhost import locks
 from cinder_spdk_vhost import lvols
+from cinder_spdk_vhost import peers
 from cinder_spdk_vhost import replica_type
 from spdk_vhost_core import exception as rpc_exc
 from tests.cinder import base
@@ -94,6 +96,26 @@ class CopyNamesTest(dbase.DriverTestCase):
                      'replica-%s' % volume_id.upper(), 'replica-x',
                      'volume-%s' % volume_id, ''):
             self.assertIsNone(replica_type.volume_of(name), name)
+
+
+class AwayTest(dbase.DriverTestCase):
+    """A peer that did not answer is not asked again for a while."""
+
+    def test_away_until_it_answers_or_the_time_is_up(self):
+        peer = peers.Peer('spdk-b', peers.section('spdk-b'))
+        self.fake.fail('bdev_get_bdevs', rpc_exc.Timeout)
+        self.assertRaises(rpc_exc.Timeout, peer.find, 'replica-x')
+        self.assertTrue(peer.away)
+        later = peer._away_until + 0.1
+        with mock.patch('time.monotonic', autospec=True,
+                        return_value=later):
+            self.assertFalse(peer.away)
+        self.fake.fail('bdev_lvol_get_lvols', rpc_exc.Timeout)
+        self.assertRaises(rpc_exc.Timeout, peer.copies)
+        self.assertTrue(peer.away)
+        # The sweep asks it all the same: it answers, and is back.
+        self.assertEqual([], peer.copies())
+        self.assertFalse(peer.away)
 
 
 class RestoreElsewhereTest(dbase.DriverTestCase):

@@ -27,6 +27,7 @@ def make(seq, states, signature=b'SPDKRAID'):
     _put(buf, 12, 256 + 64 * len(states), 4)          # length
     buf[24:40] = uuid.uuid4().bytes                    # raid uuid
     buf[40:45] = b'raid0'                              # name
+    _put(buf, 112, 4096, 4)                            # block_size
     _put(buf, 128, seq, 8)                             # seq_number
     _put(buf, 136, len(states), 1)                     # num_base_bdevs
     _put(buf, 255, len(states), 1)                     # base_bdevs_size
@@ -163,3 +164,31 @@ class UnstartableTest(base.BaseTestCase):
                       self.why(None))
         self.assertIn('names a member for each of its 3 copies',
                       self.why({OWN: CONFIGURED, OTHER: CONFIGURED}))
+
+
+class ResizedTest(base.BaseTestCase):
+    """A detached volume's superblocks, told its new size."""
+
+    def test_crc32c_is_castagnolis(self):
+        # The standard check value, with the inversions SPDK's update
+        # leaves to its callers.
+        self.assertEqual(0xE3069283, ~superblock.crc32c(
+            b'123456789', 0xFFFFFFFF) & 0xFFFFFFFF)
+
+    def test_size_and_checksum(self):
+        head = make(9, {OWN: CONFIGURED, OTHER: FAILED})
+        new = superblock.resized(head, 2 * 1024 ** 3)
+        self.assertIsNone(superblock.resized(bytes(4096), 1))
+        sb = superblock.parse(new)
+        self.assertEqual((9, 2), (sb.seq_number, sb.slots))
+        blocks = 2 * 1024 ** 3 // 4096
+        # raid_size, then each member's data_size.
+        self.assertEqual([blocks] * 3, [
+            int.from_bytes(new[at:at + 8], 'little')
+            for at in (104, 256 + 24, 256 + 64 + 24)])
+        length = int.from_bytes(new[12:16], 'little')
+        crc = int.from_bytes(new[16:20], 'little')
+        self.assertEqual(crc, superblock.crc32c(
+            new[:16] + bytes(4) + new[20:length]))
+        # Nothing past the superblock changed.
+        self.assertEqual(head[length:], new[length:])
