@@ -185,6 +185,13 @@ class Replicas(pools.Part):
             return held, []
         return held, sorted(silent, key=str)
 
+    def copies_left(self, volume, doing):
+        """:meth:`reachable`'s held copies; ``doing`` logged if any away."""
+        held, away = self.reachable(volume)
+        if away:
+            self.warn_away(volume, away, doing)
+        return held
+
     @staticmethod
     def warn_away(volume, away, doing):
         """Log that ``doing`` goes on without the copies on ``away``."""
@@ -252,10 +259,7 @@ class Replicas(pools.Part):
         detach left while its peer was away. An away peer's copy goes
         when it answers again.
         """
-        held, away = self.reachable(volume)
-        if away:
-            self.warn_away(volume, away, 'deleting')
-        for peer, lvol in held:
+        for peer, lvol in self.copies_left(volume, 'deleting'):
             self.delete_copy(peer, lvol, volume.id)
 
     @staticmethod
@@ -281,9 +285,7 @@ class Replicas(pools.Part):
         """
         if replica_type.copies(volume) == 1:
             return
-        held, away = self.reachable(volume)
-        if away:
-            self.warn_away(volume, away, 'extending')
+        held = self.copies_left(volume, 'extending')
         for peer, copy in held:
             peer.pools.grow(copy, replica_type.lvol_mib(volume, size_gb),
                             limits, rb)

@@ -490,6 +490,28 @@ class WrittenTestCase(ComputeTestCase):
         writer.once()
         return volume, props, info, writer
 
+    def lose_copy(self, while_attached):
+        """A written 2-copy volume whose other copy's target died.
+
+        Killed under the writer, the mirror writes B on and fails the
+        copy out (its superblock says so); killed after the detach, the
+        superblocks name the copy as in sync. Returns the volume, the
+        writer, the lost peer's section and the other's.
+        """
+        volume, props, info, writer = self.written()
+        lost = self.peer_holding(volume)
+        if while_attached:
+            self.peers[lost].kill()
+            writer.once(1)
+        writer.dd.unexport(volume.id)
+        self.detach(volume, props, info)
+        if not while_attached:
+            self.peers[lost].kill()
+        volume.update({'status': 'available'})
+        volume.save()
+        [other] = set(PEERS) - {lost}
+        return volume, writer, lost, other
+
 
 class DetachedExtendTest(WrittenTestCase):
 
@@ -713,28 +735,6 @@ class ReplaceTest(WrittenTestCase):
         """A new peer with room for a whole copy of a 1 GiB volume."""
         self.peers['spdk-d'] = self.start_peer('spdk-d', 'storage-d', 2048)
         return 'spdk-d'
-
-    def lose_copy(self, while_attached):
-        """A written 2-copy volume whose other copy's target died.
-
-        Killed under the writer, the mirror writes B on and fails the
-        copy out (its superblock says so); killed after the detach, the
-        superblocks name the copy as in sync. Returns the volume, the
-        writer, the lost peer's section and the other's.
-        """
-        volume, props, info, writer = self.written()
-        lost = self.peer_holding(volume)
-        if while_attached:
-            self.peers[lost].kill()
-            writer.once(1)
-        writer.dd.unexport(volume.id)
-        self.detach(volume, props, info)
-        if not while_attached:
-            self.peers[lost].kill()
-        volume.update({'status': 'available'})
-        volume.save()
-        [other] = set(PEERS) - {lost}
-        return volume, writer, lost, other
 
     def assertMirroredAnew(self, volume, other, data):
         """Attached over the own copy and a new one on ``other``.
@@ -1158,12 +1158,7 @@ class AwayPeerTest(WrittenTestCase):
         self.assertEqual([], self.everything())
 
     def test_two_copies_attach_with_the_one_left(self):
-        volume, props, info, writer = self.written()
-        lost = self.peer_holding(volume)
-        self.peers[lost].kill()
-        writer.once(1)
-        writer.dd.unexport(volume.id)
-        self.detach(volume, props, info)
+        volume, writer, lost, _other = self.lose_copy(while_attached=True)
         props, info = self.attach(volume)
         self.assertEqual(['storage-target'],
                          [r['target_id'] for r in props['replicas']])
@@ -1173,8 +1168,12 @@ class AwayPeerTest(WrittenTestCase):
             raid['num_base_bdevs_operational']))
         self.assertSameBytes(writer.patterns[1], self.disk(volume))
         self.detach(volume, props, info)
+        # Back, seen by a stats report, before any sweep: its copy is
+        # still exported to this host (the detaches could not reach
+        # it), and the delete removes that export with the copy.
         self.restart_peer(lost)
-        self.driver.sweeper.sweep()
+        self.driver.get_volume_stats(refresh=True)
+        self.assertEqual([self.host['nqn']], self.admitted(volume, lost))
         self.driver.delete_volume(volume)
         self.assertEqual([], self.everything())
 
@@ -1209,11 +1208,7 @@ class AwayPeerTest(WrittenTestCase):
         # Detached before the peer died: the superblocks count its copy
         # in sync, so no mirror starts without it, and the own copy's
         # superblock alone cannot prove a snapshot sound.
-        volume, props, info, writer = self.written()
-        lost = self.peer_holding(volume)
-        writer.dd.unexport(volume.id)
-        self.detach(volume, props, info)
-        self.peers[lost].kill()
+        volume, _writer, lost, _other = self.lose_copy(while_attached=False)
         before = self.everything(gone=[lost])
         err = self.assertRaises(exception.VolumeBackendAPIException,
                                 self.driver.initialize_connection, volume,
