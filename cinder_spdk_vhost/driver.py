@@ -66,6 +66,10 @@ class SpdkVhostDriver(manageable.ManageMethods, driver.VolumeDriver):
     VERSION = VERSION
     # Third-party CI wiki name for the driver list.
     CI_WIKI_NAME = 'SPDK_vhost_CI'
+    # Members of a [DEFAULT] cluster on several controllers serve one
+    # backend: every lock is cinder.coordination's (see locks), and
+    # validation.check_cluster refuses what they could not share.
+    SUPPORTS_ACTIVE_ACTIVE = True
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

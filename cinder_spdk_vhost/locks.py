@@ -62,6 +62,20 @@ def idle(*names):
         yield True
 
 
+@contextlib.contextmanager
+def held(name, wait=True):
+    """Hold lock ``name``, waiting for it: yields True once held.
+
+    With ``wait`` false, yields False at once when it is busy.
+    """
+    if wait:
+        with locked(name):
+            yield True
+    else:
+        with idle(name) as free:
+            yield free
+
+
 def owner_locks(scratch_name):
     """The locks an operation holds while scratch ``scratch_name`` lives.
 

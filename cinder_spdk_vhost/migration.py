@@ -201,10 +201,19 @@ class Mover(pools.Part):
         return self._move(volume, dest, limits)
 
     def _destination(self, volume, host):
-        """The lvol store of this backend ``host`` names, or None."""
+        """The lvol store of this backend ``host`` names, or None.
+
+        A clustered volume's backend is its cluster's: ``host['host']``
+        and ``volume.host`` then name whichever members last reported
+        and made it, not necessarily the same.
+        """
         lvstores = self.pools.lvstores
-        target = host.get('host') or ''
-        backend = volume_utils.extract_host(volume.host, 'backend')
+        if volume.cluster_name:
+            target, current = host.get('cluster_name'), volume.cluster_name
+        else:
+            target, current = host.get('host'), volume.host
+        target = target or ''
+        backend = volume_utils.extract_host(current, 'backend')
         pool = volume_utils.extract_host(target, 'pool')
         if (volume_utils.extract_host(target, 'backend') != backend or
                 (pool and pool not in lvstores)):

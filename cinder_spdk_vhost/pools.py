@@ -275,18 +275,23 @@ class Pools(object):
 
     # -- what nothing needs any more -------------------------------------
 
-    def drop_hidden(self, alias):
+    def drop_hidden(self, alias, wait=True):
         """Delete snapshot ``alias`` Cinder has no record of, if unneeded.
 
         Hidden clone snapshots and deleted snapshots (with a marker) go;
         with one clone left SPDK folds the snapshot into it (metadata
         only). A parent that has no record either is checked next.
         Returns the first ancestor that Cinder knows, if the walk got
-        there.
+        there. ``wait``: for a busy snapshot's lock; a sweep does not
+        (a dead member's lock may hold it until its lease expires).
         """
         while alias:
             lvs, _sep, name = alias.partition('/')
-            with locks.locked(locks.slock(name)):
+            with locks.held(locks.slock(name), wait) as free:
+                if not free:
+                    LOG.debug('Snapshot %s is busy: left for a later '
+                              'sweep', alias)
+                    return None
                 snap = lvols.get(self.client, alias)
                 if snap is None:
                     return None
@@ -331,7 +336,7 @@ class Pools(object):
             for item in self.client.bdev_lvol_get_lvols(lvs_name=lvs):
                 name = item['name']
                 if lvols.is_hidden(name):
-                    self.drop_hidden(lvols.alias(lvs, name))
+                    self.drop_hidden(lvols.alias(lvs, name), wait=False)
                 elif lvols.is_marker(name):
                     self._sweep_marker(lvols.alias(lvs, name))
 
@@ -339,7 +344,7 @@ class Pools(object):
         uuid = alias.partition('/')[2][len(lvols.RETIRED_PREFIX):]
         snap = lvols.get(self.client, uuid)
         if snap is not None:
-            self.drop_hidden(snap.alias)
+            self.drop_hidden(snap.alias, wait=False)
         elif lvols.get(self.client, alias) is not None:
             LOG.info('Deleting %s: the snapshot it marked is gone', alias)
             self.delete_lvol(alias)

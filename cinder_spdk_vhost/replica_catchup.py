@@ -15,7 +15,10 @@ answers with their volumes, under each volume's lock, and
 
 Only the copies of this backend's volumes (its host's, or its
 cluster's) are touched; a copy of a volume the database no longer knows
-at all (purged) is logged and left to the operator.
+at all (purged) is logged and left to the operator. A volume whose lock
+is held (an operation runs, or a dead member's lock has not expired
+yet) is left for a later sweep: waiting for it would hold up the
+service's start, whose first report comes after it.
 """
 
 from cinder import context
@@ -53,14 +56,25 @@ class Catchup(object):
                             {'vol': volume_id, 'peer': peer, 'err': err})
 
     def _ours(self, volume):
+        """Whether ``volume`` is this backend's (its pool aside)."""
         if self.cluster:
-            return volume.cluster_name == self.cluster
-        return volume_utils.extract_host(volume.host, 'backend') == self.host
+            where, ours = volume.cluster_name, self.cluster
+        else:
+            where, ours = volume.host, self.host
+        return volume_utils.extract_host(where, 'backend') == ours
 
     def _copy(self, ctxt, peer, alias, volume_id):
+        with locks.idle(locks.vlock(volume_id)) as free:
+            if free:
+                self._locked_copy(ctxt, peer, alias, volume_id)
+            else:
+                LOG.debug('Volume %(vol)s is busy: its copy on %(peer)s is '
+                          'caught up at a later sweep',
+                          {'vol': volume_id, 'peer': peer})
+
+    def _locked_copy(self, ctxt, peer, alias, volume_id):
         with operation.running('catch up the copy of volume %s on %s'
-                               % (volume_id, peer),
-                               locks.vlock(volume_id)) as rb:
+                               % (volume_id, peer)) as rb:
             try:
                 volume = objects.Volume.get_by_id(ctxt, volume_id)
             except exception.VolumeNotFound:

@@ -86,7 +86,11 @@ class Health(object):
                 else 'lost: made anew when it is next attached')
         if volume.metadata.get(STATE) != DEGRADED:
             return None
-        with locks.locked(locks.vlock(volume.id)):
+        with locks.idle(locks.vlock(volume.id)) as free:
+            if not free:
+                # Busy (its lock may be a dead member's, until its lease
+                # expires): the mark stays until a survey finds it idle.
+                return volume.metadata.get(PROBLEM)
             lvol = self.replicas.pools.get(volume)
             _heads, stale = self.replicas.sync.superblocks(volume, lvol,
                                                            held)

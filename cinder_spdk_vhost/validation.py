@@ -12,8 +12,10 @@ import ipaddress
 import os
 import re
 import shutil
+from urllib import parse as urlparse
 
 from cinder import exception
+from oslo_config import cfg
 
 from spdk_vhost_core import options as rpc_options
 from spdk_vhost_core import saved_config
@@ -26,6 +28,8 @@ _NAME = re.compile(r'^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$')
 # size_in_mib arithmetic; anything bigger is a typo or an attack.
 MAX_SIZE_GB = 1024 * 1024
 TARGET_ID_MAX = 255
+#: tooz backends whose locks only one host's processes see.
+_HOST_LOCAL_LOCKS = ('file', 'ipc')
 
 
 def _bad_option(option, value, why):
@@ -37,6 +41,26 @@ def is_name(value):
     return isinstance(value, str) and bool(_NAME.fullmatch(value))
 
 
+def check_cluster(conf, cluster):
+    """Refuse a cluster whose members could not share the target safely.
+
+    They reach it through its node's agent, and take each volume's lock
+    through a lock service they all see: ``file://`` locks are one
+    host's, so two members on two controllers would change one lvol at
+    once.
+    """
+    if not conf.spdk_agent_url:
+        raise _bad_option('spdk_agent_url', None,
+                          'required in cluster %s: every member reaches '
+                          'the target through its node\'s agent' % cluster)
+    lock_url = cfg.CONF.coordination.backend_url
+    if urlparse.urlsplit(lock_url).scheme in _HOST_LOCAL_LOCKS:
+        raise _bad_option('[coordination] backend_url', lock_url,
+                          'cluster %s needs a lock service every member '
+                          'shares, such as etcd (etcd3+http://...)'
+                          % cluster)
+
+
 def check_config(conf, cluster=None):
     """Refuse unusable backend options, naming the option.
 
@@ -44,10 +68,8 @@ def check_config(conf, cluster=None):
     name), whose members run on several hosts: one on the target's
     host would write the target's files where the others cannot.
     """
-    if cluster and not conf.spdk_agent_url:
-        raise _bad_option('spdk_agent_url', None,
-                          'required in cluster %s: every member reaches '
-                          'the target through its node\'s agent' % cluster)
+    if cluster:
+        check_cluster(conf, cluster)
     if not conf.spdk_lvstores:
         raise _bad_option('spdk_lvstores', conf.spdk_lvstores,
                           'at least one lvol store is needed')

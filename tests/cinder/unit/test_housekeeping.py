@@ -20,6 +20,7 @@ from cinder_spdk_vhost import housekeeping
 from cinder_spdk_vhost import locks
 from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import peers
+from cinder_spdk_vhost import replica_catchup
 from cinder_spdk_vhost import replica_type
 from spdk_vhost_core import exception as rpc_exc
 from tests.cinder import base
@@ -27,6 +28,7 @@ from tests.cinder.unit import driver_base as dbase
 
 CONF = cfg.CONF
 CLUSTER = 'controllers@%s' % base.BACKEND
+ETCD = 'etcd3+http://192.0.2.12:2379?api_version=v3'
 
 
 class SweepTest(dbase.DriverTestCase):
@@ -98,6 +100,23 @@ class CopyNamesTest(dbase.DriverTestCase):
             self.assertIsNone(replica_type.volume_of(name), name)
 
 
+class CatchupOwnerTest(dbase.DriverTestCase):
+    """Whose volumes' copies the catch-up takes: its backend's, any pool."""
+
+    def test_a_hosts_and_a_clusters_volumes(self):
+        volume = self.volume()
+        volume.host = base.HOST + '#lvs1'
+        volume.cluster_name = CLUSTER + '#lvs1'
+        by_host = replica_catchup.Catchup(None, base.HOST)
+        by_cluster = replica_catchup.Catchup(None, 'other@x', CLUSTER)
+        self.assertTrue(by_host._ours(volume))
+        self.assertTrue(by_cluster._ours(volume))
+        volume.host = 'other@%s#lvs1' % base.BACKEND
+        volume.cluster_name = 'others@%s#lvs1' % base.BACKEND
+        self.assertFalse(by_host._ours(volume))
+        self.assertFalse(by_cluster._ours(volume))
+
+
 class AwayTest(dbase.DriverTestCase):
     """A peer that did not answer is not asked again for a while."""
 
@@ -148,10 +167,22 @@ class ClusterTest(dbase.DriverTestCase):
                     'spdk_agent_password': 'secret',
                     'spdk_dd_path': 'true'}
         settings.update(overrides)
+        lock_url = settings.pop('lock_url', ETCD)
         for name, value in settings.items():
             CONF.set_override(name, value, group=base.BACKEND)
+        CONF.set_override('backend_url', lock_url, group='coordination')
         drv.do_setup(self.ctxt)
         return drv
+
+    def test_members_lock_through_a_service_they_share(self):
+        for local in ('file:///var/lib/cinder/locks', 'ipc://'):
+            err = self.assertRaises(exception.InvalidConfigurationValue,
+                                    self.clustered, lock_url=local)
+            self.assertIn('[coordination] backend_url', str(err))
+            self.assertIn(CLUSTER, str(err))
+
+    def test_a_cluster_locking_through_etcd_is_accepted(self):
+        self.assertEqual(CLUSTER, self.clustered().cluster_name)
 
     def test_members_reach_the_target_through_its_agent(self):
         err = self.assertRaises(exception.InvalidConfigurationValue,

@@ -188,6 +188,25 @@ class RetypeTest(MigrationTestCase):
         self.assertEqual(3000, moved['qos']['rw_ios_per_sec'])
         self.assertEqual([], self.in_pool(LVS))
 
+    def test_in_a_cluster_any_member_retypes_in_place(self):
+        # The scheduler names the member that last reported; the volume
+        # names the one that made it: the cluster decides.
+        volume = self.volume(vtype=self.make_type(IOPS))
+        volume.host = 'controller-2@%s#%s' % (base.BACKEND, LVS)
+        volume.cluster_name = 'cluster@%s#%s' % (base.BACKEND, LVS)
+        here = {'host': 'controller-1@%s#%s' % (base.BACKEND, LVS),
+                'cluster_name': volume.cluster_name,
+                'capabilities': {'location_info': 'spdk_vhost:%s:%s'
+                                 % (dbase.TARGET_ID, LVS)}}
+        new = self.make_type({'total_iops_sec': '3000'})
+        self.assertEqual((True, None), self.driver.retype(
+            self.ctxt, volume, new, {}, here))
+        self.assertEqual(3000, self.fake.lvol(self.alias(volume))['qos'][
+            'rw_ios_per_sec'])
+        other = dict(here, cluster_name='others@%s#%s' % (base.BACKEND, LVS))
+        self.assertEqual((False, None), self.driver.retype(
+            self.ctxt, volume, self.make_type(IOPS), {}, other))
+
     def test_attached_volume_is_left_to_cinder(self):
         volume = self.volume()
         volume.previous_status = 'in-use'
