@@ -7,6 +7,7 @@ Its saved config, key files and log are in the target's work directory
 (on that host), where nothing on another host can read them.
 """
 
+import contextlib
 import os
 import secrets
 import signal
@@ -104,6 +105,19 @@ class Agent(fixtures.Fixture):
         """SIGKILL the agent, as a crash (or its host's death) ends it."""
         os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(10)
+
+    @contextlib.contextmanager
+    def paused(self):
+        """The agent stopped (SIGSTOP) meanwhile: calls to it hang.
+
+        Connections queue in the kernel and are served once it goes on,
+        as with a node that stalls; the caller's timeout decides.
+        """
+        os.killpg(self.process.pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.killpg(self.process.pid, signal.SIGCONT)
 
     def _stop(self):
         if self.process is not None:

@@ -34,8 +34,10 @@ suites=(tests/unit tests/functional tests/cinder tests/nova)
 cores=${SPDK_TEST_CORES:-.test-cores}
 started=$(date +%s)
 deployment=tests/deployment
-# The deployment tests that need the Nova cloud (and keystone).
-nova_cloud='^tests\.deployment\.test_(live_migration|multiattach|nova|tempest)\.'
+# The deployment tests on the clustered deployment (two cinder-volume
+# services on etcd): those that need the Nova cloud (and keystone), and
+# the cluster's own.
+nova_cloud='^tests\.deployment\.test_(cluster|live_migration|multiattach|nova|tempest)\.'
 background_repo=.stestr-deployment
 stream=$(mktemp)
 background_stream=$(mktemp)

@@ -64,6 +64,17 @@ class Database(fixtures.Fixture):
         self.url = '%s/%s?charset=utf8mb4' % (
             self.server_url.rstrip('/'), self.name)
 
+    def query(self, statement, args=()):
+        """The rows of one read of this database (tests look, not change)."""
+        conn = self._connect()
+        try:
+            conn.select_db(self.name)
+            with conn.cursor() as cur:
+                cur.execute(statement, args)
+                return cur.fetchall()
+        finally:
+            conn.close()
+
     def exists(self):
         conn = self._connect()
         try:

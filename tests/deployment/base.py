@@ -39,30 +39,39 @@ PURGE = {
 _shared = {}
 
 
-def shared_deployment():
-    """The process's deployment, started on first use."""
-    if 'error' in _shared:
+def shared_deployment(clustered=False):
+    """The process's deployment of that kind, started on first use.
+
+    ``clustered``: two cinder-volume services of one cluster, locking
+    through etcd. Cinder drops the pool of a clustered destination, so
+    the tests that move a volume to a pool named by ``cinder migrate``
+    run on the other kind, one cinder-volume (also a supported layout).
+    """
+    if clustered in _shared.get('error', {}):
         raise RuntimeError('the deployment failed to start earlier: %s'
-                           % _shared['error'])
-    if 'deployment' not in _shared:
-        dep = deployment.CinderDeployment()
+                           % _shared['error'][clustered])
+    if clustered not in _shared:
+        dep = deployment.CinderDeployment(clustered=clustered)
         try:
             with processes.process_tempdir():
                 dep.setUp()
         except Exception as err:
-            _shared['error'] = err
+            _shared.setdefault('error', {})[clustered] = err
             raise
         atexit.register(dep.cleanUp)
-        _shared['deployment'] = dep
-    return _shared['deployment']
+        _shared[clustered] = dep
+    return _shared[clustered]
 
 
 class DeploymentTestCase(base.TestCase):
     """A cinderclient on the shared deployment, and target checks."""
 
+    #: Whether the tests want the clustered deployment.
+    CLUSTERED = False
+
     def setUp(self):
         super().setUp()
-        self.deployment = shared_deployment()
+        self.deployment = shared_deployment(self.CLUSTERED)
         self.cinder = self.deployment.client()
         self.addOnException(self._attach_logs)
         # Registered first, so it runs after every other cleanup.

@@ -20,6 +20,11 @@ from testbed import spdk_build
 
 BACKEND = 'spdk'
 HOST = 'deploy-storage'
+#: The cinder-volume cluster of a clustered deployment: its members are
+#: ``HOST`` and ``SECOND_MEMBER``, locking through etcd.
+CLUSTER = 'deploy-cluster'
+SECOND_MEMBER = HOST + '-2'
+SERVICE_DOWN_TIME = 15
 #: The section of the storage target holding replicas' second copies.
 REPLICA_SECTION = 'spdk-replica'
 
@@ -34,21 +39,29 @@ def api_paste_config():
     return path
 
 
-def build(workdir, db_url, transport_url, api_port, backend, replica):
+def build(workdir, db_url, transport_url, api_port, backend, replica,
+          host=HOST, own_dir=None, lock_url=None):
     """The cinder.conf sections as a ConfigParser.
 
     ``backend`` and ``replica``: the options that reach the backend's
     storage target and a second one (its ``spdk_replica_targets``).
+    ``workdir``: the deployment's (staged files and backups, which every
+    member shares); ``own_dir``: this service's own state and locks
+    (default ``workdir``). ``lock_url``: the
+    ``[coordination] backend_url`` of a cluster (:data:`CLUSTER`), whose
+    members are told apart by ``host``; without it, no cluster and a
+    ``file://`` lock backend of this host's.
     """
+    own_dir = own_dir or workdir
     conf = configparser.ConfigParser(interpolation=None)
     conf['DEFAULT'] = {
-        'host': HOST,
+        'host': host,
         'my_ip': '127.0.0.1',
         'debug': 'True',
         'auth_strategy': 'keystone',
         'transport_url': transport_url,
         'enabled_backends': BACKEND,
-        'state_path': os.path.join(workdir, 'state'),
+        'state_path': os.path.join(own_dir, 'state'),
         'api_paste_config': api_paste_config(),
         'osapi_volume_listen': '127.0.0.1',
         'osapi_volume_listen_port': str(api_port),
@@ -62,9 +75,15 @@ def build(workdir, db_url, transport_url, api_port, backend, replica):
         'backup_posix_path': os.path.join(workdir, 'backups'),
     }
     conf['database'] = {'connection': db_url}
-    conf['oslo_concurrency'] = {'lock_path': os.path.join(workdir, 'lock')}
-    conf['coordination'] = {
-        'backend_url': 'file://' + os.path.join(workdir, 'coordination')}
+    conf['oslo_concurrency'] = {'lock_path': os.path.join(own_dir, 'lock')}
+    conf['coordination'] = {'backend_url': lock_url or 'file://' +
+                            os.path.join(own_dir, 'coordination')}
+    if lock_url:
+        conf['DEFAULT'].update({
+            'cluster': CLUSTER,
+            # A killed member is down (and its work can be cleaned up by
+            # another) after 15 s, not Cinder's 60.
+            'service_down_time': str(SERVICE_DOWN_TIME)})
     conf[BACKEND] = dict(
         backend,
         volume_driver='cinder_spdk_vhost.driver.SpdkVhostDriver',

@@ -12,6 +12,11 @@ then the real ``cinder-scheduler``, ``cinder-volume``, ``cinder-backup``
 ``cinder`` package, which reach each node through its agent and copy
 over NVMe/TCP. Ready means: the API answers, the volume and backup
 services are up and the scheduler knows both pools.
+
+A ``clustered`` deployment runs two cinder-volume services of one
+cluster (:data:`cinder_conf.CLUSTER`), each with its own host name,
+state and lock directories, locking through a real etcd; they share the
+staging directory, as the admin guide asks.
 """
 
 import logging
@@ -27,6 +32,7 @@ from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
 
 from testbed import agent
+from testbed import etcd
 from testbed import hosts
 from testbed import net
 from testbed import spdk_target
@@ -56,20 +62,25 @@ REPLICA_LVSTORE_MIB = 2048
 NVMF_PORT = 4420
 SERVICES = ('cinder-scheduler', 'cinder-volume', 'cinder-backup',
             'cinder-api')
+#: A clustered deployment's second cinder-volume (log and service name).
+SECOND_VOLUME = 'cinder-volume-2'
 
 
 class CinderDeployment(fixtures.Fixture):
     """Start everything; on cleanup stop it and drop the database."""
 
-    def __init__(self, start_timeout=180):
+    def __init__(self, clustered=False, start_timeout=180):
         super().__init__()
+        self.clustered = clustered
         self.start_timeout = start_timeout
         self.services = {}
+        #: cinder-volume's processes: service (log) name -> Cinder host.
+        self.members = {'cinder-volume': cinder_conf.HOST}
         self._front = None
 
     def _setUp(self):
         self.workdir = self.useFixture(fixtures.TempDir()).path
-        for sub in ('state', 'lock', 'coordination', 'log', 'tls'):
+        for sub in ('log', 'tls'):
             os.makedirs(os.path.join(self.workdir, sub))
         lab = self.useFixture(hosts.Lab((TARGET_ID, REPLICA_TARGET_ID)))
         # This machine is the controller: its APIs listen here, where
@@ -91,23 +102,10 @@ class CinderDeployment(fixtures.Fixture):
         self.keystone = keystone.Keystone(
             self.workdir, self.log_path('keystone'),
             address=self.controller_address)
-        self.conf_path = os.path.join(self.workdir, 'cinder.conf')
-        conf = cinder_conf.build(
-            self.workdir, self.database.url, self.rabbit.url,
-            self.api_port,
-            backend=self._node_section(self.agent, TARGET_ID, LVSTORES),
-            replica=self._node_section(self.replica_agent,
-                                       REPLICA_TARGET_ID, [REPLICA_LVSTORE]))
-        # Cinder's own credentials, for what it asks Nova (volume extended)
-        # and glance (image locations need the service role) itself.
-        for section in ('nova', 'glance'):
-            conf[section] = self.keystone.service_auth()
-        conf['keystone_authtoken'] = self.keystone.authtoken_section()
-        for section, context in (
-                ('cinder_sys_admin', 'cinder.privsep.sys_admin_pctxt'),
-                ('privsep_osbrick', 'os_brick.privileged.default')):
-            conf[section] = processes.privsep(self.conf_path, context)
-        cinder_conf.write(self.conf_path, conf)
+        self.lock_url = None
+        if self.clustered:
+            self.lock_url = self.useFixture(etcd.Etcd()).url
+        self.conf_path = self._write_conf(cinder_conf.HOST, self.workdir)
         # Only the tests' own cinder-api skips keystone; the services
         # authenticate to glance as the deployment would.
         self.noauth_path = os.path.join(self.workdir, 'noauth.conf')
@@ -121,8 +119,13 @@ class CinderDeployment(fixtures.Fixture):
                     '--config-file', self.conf_path]
             if name == 'cinder-api':
                 argv += ['--config-file', self.noauth_path]
-            self.services[name] = self.useFixture(processes.ServiceProcess(
-                name, argv, self.log_path(name)))
+            self._start_service(name, argv)
+        if self.clustered:
+            self.members[SECOND_VOLUME] = cinder_conf.SECOND_MEMBER
+            own_dir = os.path.join(self.workdir, cinder_conf.SECOND_MEMBER)
+            self._start_service(SECOND_VOLUME, [
+                processes.console_script('cinder-volume'), '--config-file',
+                self._write_conf(cinder_conf.SECOND_MEMBER, own_dir)])
         self.endpoint = 'http://127.0.0.1:%d/v3' % self.api_port
         self.admin = self.client()
         try:
@@ -130,6 +133,38 @@ class CinderDeployment(fixtures.Fixture):
         except cinder_exc.ClientException as err:
             raise RuntimeError('cinder-api failed during start: %s\n%s'
                                % (err, self._logs_text())) from err
+
+    def _write_conf(self, host, own_dir):
+        """The cinder.conf of the services of ``host``; its path.
+
+        ``own_dir``: that host's state and locks (a second cluster
+        member's are not the first's, as on another controller).
+        """
+        for sub in ('state', 'lock', 'coordination'):
+            os.makedirs(os.path.join(own_dir, sub), exist_ok=True)
+        path = os.path.join(own_dir, 'cinder.conf')
+        conf = cinder_conf.build(
+            self.workdir, self.database.url, self.rabbit.url,
+            self.api_port,
+            backend=self._node_section(self.agent, TARGET_ID, LVSTORES),
+            replica=self._node_section(self.replica_agent,
+                                       REPLICA_TARGET_ID, [REPLICA_LVSTORE]),
+            host=host, own_dir=own_dir, lock_url=self.lock_url)
+        # Cinder's own credentials, for what it asks Nova (volume extended)
+        # and glance (image locations need the service role) itself.
+        for section in ('nova', 'glance'):
+            conf[section] = self.keystone.service_auth()
+        conf['keystone_authtoken'] = self.keystone.authtoken_section()
+        for section, context in (
+                ('cinder_sys_admin', 'cinder.privsep.sys_admin_pctxt'),
+                ('privsep_osbrick', 'os_brick.privileged.default')):
+            conf[section] = processes.privsep(path, context)
+        cinder_conf.write(path, conf)
+        return path
+
+    def _start_service(self, name, argv):
+        self.services[name] = self.useFixture(processes.ServiceProcess(
+            name, argv, self.log_path(name)))
 
     def _storage_node(self, host, authority, lvstores):
         """(target, agent) of a storage node: ``nvmf_tgt`` and its agent.
@@ -196,7 +231,7 @@ class CinderDeployment(fixtures.Fixture):
     def logs(self, limit=6000):
         """Tail of every service log (and the SPDK target's), by name."""
         found = {name: processes.tail(self.log_path(name), limit)
-                 for name in ('cinder-manage',) + SERVICES}
+                 for name in ('cinder-manage',) + tuple(self.services)}
         for target, node_agent in ((self.target, self.agent),
                                    (self.replica_target, self.replica_agent)):
             found[target.name] = processes.tail(target.log_path, limit)
@@ -256,11 +291,12 @@ class CinderDeployment(fixtures.Fixture):
         sent to a queue nobody declared yet is dropped by RabbitMQ.
         """
         services = self._ask_api(self.admin.services.list) or ()
-        reported = {s.binary for s in services
+        reported = {(s.binary, s.host.partition('@')[0]) for s in services
                     if s.state == 'up' and s.status == 'enabled' and
                     s.updated_at}
-        return {'cinder-scheduler', 'cinder-volume',
-                'cinder-backup'} <= reported
+        wanted = {('cinder-volume', host) for host in self.members.values()}
+        return wanted | {('cinder-scheduler', cinder_conf.HOST),
+                         ('cinder-backup', cinder_conf.HOST)} <= reported
 
     def _pools_known(self):
         pools = self._ask_api(lambda: self.admin.pools.list(detailed=True))

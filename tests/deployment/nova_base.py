@@ -70,7 +70,13 @@ def shared_cloud(dep):
 
 
 class NovaTestCase(base.DeploymentTestCase):
-    """Servers and volumes through Nova's and Cinder's keystone APIs."""
+    """Servers and volumes through Nova's and Cinder's keystone APIs.
+
+    On the clustered deployment: Nova's attachments, tempest and the
+    node losses go through whichever member of the cluster takes them.
+    """
+
+    CLUSTERED = True
 
     def setUp(self):
         super().setUp()

@@ -3,6 +3,7 @@
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -64,12 +65,21 @@ class ServiceProcess(fixtures.Fixture):
         self.env = env
 
     def _setUp(self):
+        self.start()
+        self.addCleanup(self._stop)
+
+    def start(self):
+        """Start the service (again, after :meth:`kill`)."""
         with open(self.log_path, 'ab') as log:
             self.process = subprocess.Popen(
                 self.argv, cwd=REPO, env=service_env(self.env), stdout=log,
                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True)
-        self.addCleanup(self._stop)
+
+    def kill(self):
+        """SIGKILL the service and its workers, as its host's death does."""
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(10)
 
     def running(self):
         return self.process.poll() is None

@@ -28,7 +28,12 @@ from tests.deployment import tempest_run
 
 
 class TempestRunMixin(object):
-    """Run tempest against the deployment, and judge what it ran."""
+    """Run tempest against the deployment, and judge what it ran.
+
+    The clustered one: its process is the Nova lane's (tools/run-tests.sh).
+    """
+
+    CLUSTERED = True
 
     def _attach_tempest_logs(self, workspace, stderr):
         self.addDetail('tempest-stderr',
