@@ -10,7 +10,9 @@ SPDK side moved: the destination's target has the controllers, NVMe-oF
 connections and mirror, the source's has none, and the export of each
 volume and copy admits only the destination's host NQN. Then the storage
 node of the replicated volume's second copy dies whole under the guest's
-writer (:meth:`TestNovaLiveMigration.lose_the_copy_node`).
+writer (:meth:`TestNovaLiveMigration.lose_the_copy_node`), and the boot
+volume's storage target crashes and restarts under another
+(:meth:`TestNovaLiveMigration.restart_the_boot_target`).
 """
 
 import hashlib
@@ -36,6 +38,8 @@ SOURCE, DESTINATION = sorted(migration_computes.HOSTS)
 # Written once before the migration, rewritten all along by the writer.
 BASE = (0, MIB, 'before-migration')
 WRITER = (4 * MIB, 256 * 1024, 'while-migrating')
+# On the boot volume, far past the root image the guest reads.
+BOOT_WRITER = (512 * MIB, 256 * 1024, 'while-restarting')
 MIGRATION_TIMEOUT = 300
 
 
@@ -162,8 +166,10 @@ class TestNovaLiveMigration(nova_base.NovaTestCase):
                              self.admitted(volume_id, target))
         self.assertRaises(libvirt.libvirtError,
                           self.libvirt_of(src).lookupByUUIDString, server.id)
-        # The same guest, to lose the node of its data volume's copy.
+        # The same guest, to lose the node of its data volume's copy,
+        # then to see the boot volume's storage target crash.
         self.lose_the_copy_node(server, shell, data, dst)
+        self.restart_the_boot_target(shell, boot, dst)
 
     def lose_the_copy_node(self, server, shell, data, host):
         """Its replica's storage node dies whole under the writing guest.
@@ -227,3 +233,35 @@ class TestNovaLiveMigration(nova_base.NovaTestCase):
                       'storage-b to be caught up')
         print('STORAGE NODE BACK: caught up in %.1f s'
               % (time.monotonic() - started))
+
+    def restart_the_boot_target(self, shell, boot, host):
+        """The boot volume's storage target crashes and restarts.
+
+        A single-copy volume under the guest's writer: its writes wait
+        while the node's ``nvmf_tgt`` is down (SIGKILL), which starts
+        again from the config its agent saved on the node (the export,
+        ``host`` admitted, its DH-HMAC-CHAP keys); the compute host's
+        NVMe-oF controller reconnects and no write fails.
+        """
+        dep = self.deployment
+        shell.execute(qemu.writer_start('vda', *BOOT_WRITER))
+        writer.writes_after(shell)
+        dep.target.kill()
+        self.addCleanup(dep.start_storage_node, dep.target, dep.agent)
+        started = time.monotonic()
+        dep.target.start()
+        restart = time.monotonic() - started
+        self.assertEqual([host.host_nqn], self.admitted(boot.id))
+        writer.writes_after(shell)
+        result = shell.execute(qemu.writer_stop(), timeout=60)
+        self.assertEqual('0', result['writer.failures'])
+        print('STORAGE TARGET RESTARTED under a single-copy volume\'s '
+              'writer: back in %.1f s, the guest stalled at most %s ms'
+              % (restart, result['writer.max_gap_ms']))
+        offset, length, token = BOOT_WRITER
+        self.assertEqual(
+            hashlib.sha256(qemu.pattern_bytes(token, length)).hexdigest(),
+            shell.execute(qemu.read_back('vda', offset, length))[
+                'vda.read@%d' % offset])
+        self.assertEqual(cloud_guest.root_sha256(), shell.execute(
+            qemu.read_back('vda', 0, cloud_guest.ROOT_BYTES))['vda.read@0'])
