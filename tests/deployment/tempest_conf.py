@@ -60,7 +60,8 @@ def build(dep, keystone_uri, admin_password, admin_user='admin',
     conf['volume-feature-enabled'] = {'snapshot': 'True', 'clone': 'True',
                                       'extend_attached_volume': 'False',
                                       'backup': 'True',
-                                      'manage_volume': 'True',
+                                      # Not on a cluster: tempest_run.
+                                      'manage_volume': 'False',
                                       'manage_snapshot': 'True'}
     conf['spdk_vhost'] = {'api_tests': 'True', 'scenario_tests': 'False',
                           'backend_name': cinder_conf.BACKEND,

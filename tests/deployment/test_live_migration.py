@@ -95,6 +95,18 @@ class TestNovaLiveMigration(nova_base.NovaTestCase):
                 getattr(self.nova.servers.get(server_id), 'fault', None)))
         return statuses == ['completed']
 
+    def assert_written(self, shell, dev, spec):
+        """The guest reads pattern ``spec`` (offset, length, token)."""
+        offset, length, token = spec
+        self.assertEqual(
+            hashlib.sha256(qemu.pattern_bytes(token, length)).hexdigest(),
+            shell.execute(qemu.read_back(dev, offset, length))[
+                '%s.read@%d' % (dev, offset)])
+
+    def assert_root_intact(self, shell):
+        self.assertEqual(cloud_guest.root_sha256(), shell.execute(
+            qemu.read_back('vda', 0, cloud_guest.ROOT_BYTES))['vda.read@0'])
+
     @staticmethod
     def attached(host):
         """(vhost controllers, NVMe-oF controllers, mirrors) of a host."""
@@ -150,13 +162,8 @@ class TestNovaLiveMigration(nova_base.NovaTestCase):
         offset, length, token = BASE
         self.assertEqual(wrote['vdb.wrote@%d' % offset], shell.execute(
             qemu.read_back('vdb', offset, length))['vdb.read@%d' % offset])
-        offset, length, token = WRITER
-        self.assertEqual(
-            hashlib.sha256(qemu.pattern_bytes(token, length)).hexdigest(),
-            shell.execute(qemu.read_back('vdb', offset, length))[
-                'vdb.read@%d' % offset])
-        self.assertEqual(cloud_guest.root_sha256(), shell.execute(
-            qemu.read_back('vda', 0, cloud_guest.ROOT_BYTES))['vda.read@0'])
+        self.assert_written(shell, 'vdb', WRITER)
+        self.assert_root_intact(shell)
 
         # The SPDK side moved with it.
         self.assertEqual(on_host, self.attached(dst))
@@ -212,11 +219,7 @@ class TestNovaLiveMigration(nova_base.NovaTestCase):
               'sees the disk %.1f s' % (detached - started,
                                         time.monotonic() - attaching))
         self.assertEqual(2 * GIB, self.guest_size(shell, 'vdb'))
-        offset, length, token = WRITER
-        self.assertEqual(
-            hashlib.sha256(qemu.pattern_bytes(token, length)).hexdigest(),
-            shell.execute(qemu.read_back('vdb', offset, length))[
-                'vdb.read@%d' % offset])
+        self.assert_written(shell, 'vdb', WRITER)
         self.assertEqual([(data.id, 'online', 1)], self.attached(host)[2])
         self.nova.volumes.delete_server_volume(server.id, data.id)
         self.wait_status(self.cinder.volumes, data.id, 'available')
@@ -258,10 +261,5 @@ class TestNovaLiveMigration(nova_base.NovaTestCase):
         print('STORAGE TARGET RESTARTED under a single-copy volume\'s '
               'writer: back in %.1f s, the guest stalled at most %s ms'
               % (restart, result['writer.max_gap_ms']))
-        offset, length, token = BOOT_WRITER
-        self.assertEqual(
-            hashlib.sha256(qemu.pattern_bytes(token, length)).hexdigest(),
-            shell.execute(qemu.read_back('vda', offset, length))[
-                'vda.read@%d' % offset])
-        self.assertEqual(cloud_guest.root_sha256(), shell.execute(
-            qemu.read_back('vda', 0, cloud_guest.ROOT_BYTES))['vda.read@0'])
+        self.assert_written(shell, 'vda', BOOT_WRITER)
+        self.assert_root_intact(shell)
