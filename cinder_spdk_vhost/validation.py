@@ -53,6 +53,8 @@ def check_cluster(conf, cluster):
         raise _bad_option('spdk_agent_url', None,
                           'required in cluster %s: every member reaches '
                           'the target through its node\'s agent' % cluster)
+    cfg.CONF.import_opt('backend_url', 'cinder.coordination',
+                        group='coordination')
     lock_url = cfg.CONF.coordination.backend_url
     if urlparse.urlsplit(lock_url).scheme in _HOST_LOCAL_LOCKS:
         raise _bad_option('[coordination] backend_url', lock_url,
