@@ -36,7 +36,9 @@ PURGE = {
     'nvme': ('bdev_nvme_detach_controller', 'name'),
     'subsystem': ('nvmf_delete_subsystem', 'nqn'),
 }
+#: clustered -> the process's deployment of that kind, or why it failed.
 _shared = {}
+_failed = {}
 
 
 def shared_deployment(clustered=False):
@@ -47,16 +49,16 @@ def shared_deployment(clustered=False):
     the tests that move a volume to a pool named by ``cinder migrate``
     run on the other kind, one cinder-volume (also a supported layout).
     """
-    if clustered in _shared.get('error', {}):
+    if clustered in _failed:
         raise RuntimeError('the deployment failed to start earlier: %s'
-                           % _shared['error'][clustered])
+                           % _failed[clustered])
     if clustered not in _shared:
         dep = deployment.CinderDeployment(clustered=clustered)
         try:
             with processes.process_tempdir():
                 dep.setUp()
         except Exception as err:
-            _shared.setdefault('error', {})[clustered] = err
+            _failed[clustered] = err
             raise
         atexit.register(dep.cleanUp)
         _shared[clustered] = dep
