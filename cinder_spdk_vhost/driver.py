@@ -287,27 +287,7 @@ class SpdkVhostDriver(manageable.ManageMethods, driver.VolumeDriver):
         with operation.running('delete snapshot %s' % snapshot.id,
                                locks.vlock(snapshot.volume_id),
                                locks.slock(snapshot.name)):
-            snap = self.pools.find_snapshot(snapshot)
-            if snap is None:
-                LOG.info('Snapshot %s has no lvol; nothing to delete',
-                         snapshot.id)
-                return
-            if len(snap.clones) > 1:
-                self.pools.retire(snap, snapshot)
-                return
-            try:
-                self.client.bdev_lvol_delete(snap.alias)
-            except rpc_exc.NotFound:
-                return
-            except rpc_exc.NotPermitted:
-                # SPDK counted more dependents than the lookup did.
-                self.pools.retire(snap, snapshot)
-                return
-            except rpc_exc.Busy as err:
-                raise exception.SnapshotIsBusy(
-                    snapshot_name=snapshot.name) from err
-            if not snap.clones:
-                self.pools.release_parent(snap.lvs, snap.base_snapshot)
+            self.pools.delete_snapshot(snapshot)
 
     # -- images and backups (image_ops, backup) -------------------------
 
