@@ -326,7 +326,7 @@ class SpdkVhostDriver(manageable.ManageMethods, driver.VolumeDriver):
         A move to another backend, or of an attached volume, is left to
         Cinder's migration (``False``).
         """
-        return self.mover.retype(volume, new_type, host), None
+        return self.mover.retype(volume, new_type, host)
 
     def migrate_volume(self, context, volume, host):
         """Move a volume to another lvol store of this target.

@@ -125,15 +125,26 @@ class Mover(pools.Part):
         self.target_id = replicas.target_id
 
     def retype(self, volume, new_type, host):
+        """Cinder's ``(retyped, model update)`` for a retype to ``host``.
+
+        A clustered volume retyped where it is keeps its host: Cinder
+        would write the scheduler's, which names whichever member of the
+        cluster reported last, as if the volume had moved.
+        """
+        dest = self._destination(volume, host)
+        retyped = dest is not None and self._retype(volume, new_type, dest)
+        if (retyped and volume.cluster_name and
+                dest == self.pools.pool(volume)):
+            return True, {'host': volume.host}
+        return retyped, None
+
+    def _retype(self, volume, new_type, dest):
         """QoS in place, a move, or a new number of copies; else False.
 
         A replicated volume's copies do not move between pools; their
         number changes while it is detached (:meth:`_recount`). Anything
         else is left to Cinder's migration, which refuses it.
         """
-        dest = self._destination(volume, host)
-        if dest is None:
-            return False
         type_id = new_type['id'] if new_type else None
         copies = replica_type.copies(volume)
         wanted = replica_type.copies_of_type(type_id)

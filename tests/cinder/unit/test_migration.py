@@ -190,7 +190,8 @@ class RetypeTest(MigrationTestCase):
 
     def test_in_a_cluster_any_member_retypes_in_place(self):
         # The scheduler names the member that last reported; the volume
-        # names the one that made it: the cluster decides.
+        # names the one that made it: the cluster decides, and the
+        # volume keeps its host.
         volume = self.volume(vtype=self.make_type(IOPS))
         volume.host = 'controller-2@%s#%s' % (base.BACKEND, LVS)
         volume.cluster_name = 'cluster@%s#%s' % (base.BACKEND, LVS)
@@ -199,7 +200,7 @@ class RetypeTest(MigrationTestCase):
                 'capabilities': {'location_info': 'spdk_vhost:%s:%s'
                                  % (dbase.TARGET_ID, LVS)}}
         new = self.make_type({'total_iops_sec': '3000'})
-        self.assertEqual((True, None), self.driver.retype(
+        self.assertEqual((True, {'host': volume.host}), self.driver.retype(
             self.ctxt, volume, new, {}, here))
         self.assertEqual(3000, self.fake.lvol(self.alias(volume))['qos'][
             'rw_ios_per_sec'])
