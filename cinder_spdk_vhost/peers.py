@@ -140,7 +140,8 @@ class Peer(object):
         """The most free space in one of its lvol stores, and that store."""
         best = (0, None)
         for lvs in self.pools.lvstores:
-            store = self.client.bdev_lvol_get_lvstores(lvs_name=lvs)[0]
+            store = self._ask(self.client.bdev_lvol_get_lvstores,
+                              lvs_name=lvs)[0]
             free = store['free_clusters'] * store['cluster_size']
             best = max(best, (free, lvs))
         return best

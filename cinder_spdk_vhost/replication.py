@@ -83,16 +83,19 @@ class Replicas(pools.Part):
 
     # -- placement -------------------------------------------------------
 
-    def _candidates(self, size_gb, whole=False):
+    def _candidates(self, size_gb, whole=False, skip=()):
         """(free bytes, peer, lvol store) of every peer with room.
 
         Room for a thin lvol is any free cluster (the scheduler's
         over-subscription ratio governs the backend's own pools); a
         thick one needs its whole size, as does one the compute host
-        will rebuild (``whole``): a rebuild writes every block.
+        will rebuild (``whole``): a rebuild writes every block. Peers
+        in ``skip`` are not asked.
         """
         found = []
         for peer in self.peers:
+            if peer in skip:
+                continue
             try:
                 free, lvs = peer.free_bytes()
             except rpc_exc.SpdkRpcError as err:
@@ -121,8 +124,10 @@ class Replicas(pools.Part):
             wanted = replica_type.copies(volume) - 1
         if not wanted:
             return []
-        found = [item for item in self._candidates(volume.size, whole)
-                 if item[1] not in skip]
+        # Nor those away: asked again, each would cost its connection
+        # retries once more (Cinder's reschedules of a create too).
+        found = self._candidates(volume.size, whole, skip=set(skip) | {
+            peer for peer in self.peers if peer.away})
         if len(found) < wanted:
             raise exception.VolumeBackendAPIException(
                 data='volume %s needs %d copies on other storage targets; '

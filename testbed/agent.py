@@ -117,7 +117,23 @@ class Agent(fixtures.Fixture):
         try:
             yield
         finally:
-            os.killpg(self.process.pid, signal.SIGCONT)
+            if self.process.poll() is None:  # not killed meanwhile
+                os.killpg(self.process.pid, signal.SIGCONT)
+
+    def unread(self):
+        """How many connections to it hold a request it has not read.
+
+        Calls in flight while it is paused: the kernel's count of each
+        connection's unread bytes (``ss``), seen from the agent's host.
+        """
+        argv = ['ss', '-tnH', 'state', 'established',
+                '( sport = :%d )' % self.port]
+        if self.target.host is not None:
+            argv = self.target.host.argv(argv)
+        listed = subprocess.run(argv, check=True, capture_output=True,
+                                text=True).stdout
+        return sum(1 for line in listed.splitlines()
+                   if int(line.split()[0]) > 0)
 
     def _stop(self):
         if self.process is not None:

@@ -22,6 +22,7 @@ from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import peers
 from cinder_spdk_vhost import replica_catchup
 from cinder_spdk_vhost import replica_type
+from cinder_spdk_vhost import replication
 from spdk_vhost_core import exception as rpc_exc
 from tests.cinder import base
 from tests.cinder.unit import driver_base as dbase
@@ -135,6 +136,22 @@ class AwayTest(dbase.DriverTestCase):
         # The sweep asks it all the same: it answers, and is back.
         self.assertEqual([], peer.copies())
         self.assertFalse(peer.away)
+
+    def test_no_new_copy_is_placed_on_an_away_peer(self):
+        """Nor is it asked: a create fails at once, not after retries."""
+        peer = peers.Peer('spdk-b', peers.section('spdk-b'))
+        replicas = replication.Replicas(self.driver.pools, [peer], 'here')
+        self.assertEqual(2, replicas.available())
+        self.fake.fail('bdev_lvol_get_lvstores', rpc_exc.TargetUnreachable)
+        self.assertEqual(1, replicas.available())
+        self.assertTrue(peer.away)
+        volume = self.make_volume(vtype=self.make_type(
+            extra_specs={'spdk:replicas': '2'}))
+        del self.fake.calls[:]
+        err = self.assertRaises(exception.VolumeBackendAPIException,
+                                replicas.place, volume, {}, None)
+        self.assertIn('only 0 of spdk_replica_targets', str(err))
+        self.assertEqual([], self.fake.calls)
 
 
 class RestoreElsewhereTest(dbase.DriverTestCase):
