@@ -24,7 +24,11 @@ HOST = 'deploy-storage'
 #: ``HOST`` and ``SECOND_MEMBER``, locking through etcd.
 CLUSTER = 'deploy-cluster'
 SECOND_MEMBER = HOST + '-2'
-SERVICE_DOWN_TIME = 15
+#: Seconds without a report until Cinder counts a member down: no longer
+#: than the 30 s of tooz's etcd lease (the other member waits for the dead
+#: one's locks that long anyway), and long enough that a member slowed by
+#: a loaded machine is not counted down. Cinder's default is 60.
+SERVICE_DOWN_TIME = 30
 #: The section of the storage target holding replicas' second copies.
 REPLICA_SECTION = 'spdk-replica'
 
@@ -82,7 +86,7 @@ def build(workdir, db_url, transport_url, api_port, backend, replica,
         conf['DEFAULT'].update({
             'cluster': CLUSTER,
             # A killed member is down (and its work can be cleaned up by
-            # another) after 15 s, not Cinder's 60.
+            # another) sooner than Cinder's default.
             'service_down_time': str(SERVICE_DOWN_TIME)})
     conf[BACKEND] = dict(
         backend,

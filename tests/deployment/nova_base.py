@@ -151,6 +151,19 @@ class NovaTestCase(base.DeploymentTestCase):
         self.addCleanup(self._delete_server, server.id)
         return self.wait_server(server.id, 'ACTIVE')
 
+    def detach(self, server_id, volume_id):
+        """Nova detaches ``volume_id`` from the server, to the end.
+
+        Nova forgets its side (the block device mapping) after Cinder's
+        attachment is gone: a volume already ``available`` in Cinder is
+        refused by Nova's attach for a moment yet.
+        """
+        self.nova.volumes.delete_server_volume(server_id, volume_id)
+        self.wait_for(lambda: volume_id not in [
+            attached.volumeId for attached in
+            self.nova.volumes.get_server_volumes(server_id)],
+            'Nova to detach volume %s' % volume_id)
+
     def console(self, server, conn=None):
         """The guest's shell, once it serves commands.
 

@@ -122,7 +122,10 @@ class TestBackup(Backups, base.DeploymentTestCase):
         self._dd(vol, FAR, second)
         incr = self.backup(vol, force=True, incremental=True)
         self.assertEqual('in-use', self.cinder.volumes.get(vol.id).status)
-        # The temporary snapshots are gone, from Cinder and the target.
+        # The temporary snapshots go, from Cinder and the target. Cinder
+        # deletes each by a cast, which may run after its backup is done.
+        for snapshot in self.cinder.volume_snapshots.list():
+            self.wait_gone(self.cinder.volume_snapshots, snapshot.id)
         self.assertEqual([], self.cinder.volume_snapshots.list())
         self.assertEqual([lvol_name(vol)], sorted(self.lvols()))
 

@@ -206,7 +206,7 @@ class TestNovaLiveMigration(nova_base.NovaTestCase):
                       'the guest to see vdb grow to 2 GiB')
         self.wait_status(self.cinder.volumes, data.id, 'in-use')
         started = time.monotonic()
-        self.nova.volumes.delete_server_volume(server.id, data.id)
+        self.detach(server.id, data.id)
         self.wait_status(self.cinder.volumes, data.id, 'available')
         detached = time.monotonic()
         self.wait_for(lambda: not self.has_disk(shell, 'vdb'),
@@ -221,7 +221,7 @@ class TestNovaLiveMigration(nova_base.NovaTestCase):
         self.assertEqual(2 * GIB, self.guest_size(shell, 'vdb'))
         self.assert_written(shell, 'vdb', WRITER)
         self.assertEqual([(data.id, 'online', 1)], self.attached(host)[2])
-        self.nova.volumes.delete_server_volume(server.id, data.id)
+        self.detach(server.id, data.id)
         self.wait_status(self.cinder.volumes, data.id, 'available')
         self.delete_volume(data.id)
 

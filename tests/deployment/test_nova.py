@@ -62,7 +62,7 @@ class TestNovaAttach(nova_base.NovaTestCase):
             'gt_write vdb %d %d data-volume' % (MIB, MIB))
             ['vdb.wrote@%d' % MIB], got['vdb.read@%d' % MIB])
 
-        self.nova.volumes.delete_server_volume(server.id, data.id)
+        self.detach(server.id, data.id)
         self.wait_status(self.cinder.volumes, data.id, 'available')
         self.wait_for(lambda: not self.has_disk(shell, 'vdb'),
                       'vdb to leave the guest')
