@@ -34,7 +34,7 @@ def main(argv=None):
               % (dep.endpoint, deployment.USER, deployment.PROJECT))
         print('cinder.conf: %s' % dep.conf_path)
         print('logs: %s' % os.path.dirname(dep.log_path('cinder-api')))
-        for target in (dep.target, dep.replica_target):
+        for target, _agent, _lvstores in dep.storage:
             print('storage node %s (nvmf_tgt at %s): socket %s  log: %s'
                   % (target.name, target.host.address, target.socket_path,
                      target.log_path))

@@ -45,15 +45,18 @@ def shared_deployment(clustered=False):
     """The process's deployment of that kind, started on first use.
 
     ``clustered``: two cinder-volume services of one cluster, locking
-    through etcd. Cinder drops the pool of a clustered destination, so
-    the tests that move a volume to a pool named by ``cinder migrate``
-    run on the other kind, one cinder-volume (also a supported layout).
+    through etcd, and a third storage node. Cinder drops the pool of a
+    clustered destination, so the tests that move a volume to a pool
+    named by ``cinder migrate`` run on the other kind, one cinder-volume
+    (also a supported layout) and two storage nodes, where a type of
+    three copies never schedules.
     """
     if clustered in _failed:
         raise RuntimeError('the deployment failed to start earlier: %s'
                            % _failed[clustered])
     if clustered not in _shared:
-        dep = deployment.CinderDeployment(clustered=clustered)
+        dep = deployment.CinderDeployment(clustered=clustered,
+                                          third_node=clustered)
         try:
             with processes.process_tempdir():
                 dep.setUp()
@@ -131,8 +134,8 @@ class DeploymentTestCase(base.TestCase):
         self.addCleanup(self._forget, self.cinder.volumes, vol.id)
         return self.wait_status(self.cinder.volumes, vol.id, status)
 
-    def create_snapshot(self, volume_id):
-        snap = self.cinder.volume_snapshots.create(volume_id)
+    def create_snapshot(self, volume_id, **kwargs):
+        snap = self.cinder.volume_snapshots.create(volume_id, **kwargs)
         self.addCleanup(self._forget, self.cinder.volume_snapshots, snap.id)
         return self.wait_status(self.cinder.volume_snapshots, snap.id,
                                 'available')
@@ -212,9 +215,8 @@ class DeploymentTestCase(base.TestCase):
         return []
 
     def _storage_targets(self):
-        dep = self.deployment
-        return ((dep.target, sorted(deployment.LVSTORES)),
-                (dep.replica_target, [deployment.REPLICA_LVSTORE]))
+        return [(target, lvstores)
+                for target, _agent, lvstores in self.deployment.storage]
 
     def _leftovers(self):
         """What is left on any target: {(target, kind): names}."""

@@ -29,7 +29,8 @@ SECOND_MEMBER = HOST + '-2'
 #: one's locks that long anyway), and long enough that a member slowed by
 #: a loaded machine is not counted down. Cinder's default is 60.
 SERVICE_DOWN_TIME = 30
-#: The section of the storage target holding replicas' second copies.
+#: The sections of the storage targets holding replicated volumes' other
+#: copies: the first, then the others' (``spdk-replica-2``...).
 REPLICA_SECTION = 'spdk-replica'
 
 
@@ -43,12 +44,13 @@ def api_paste_config():
     return path
 
 
-def build(workdir, db_url, transport_url, api_port, backend, replica,
+def build(workdir, db_url, transport_url, api_port, backend, replicas,
           host=HOST, own_dir=None, lock_url=None):
     """The cinder.conf sections as a ConfigParser.
 
-    ``backend`` and ``replica``: the options that reach the backend's
-    storage target and a second one (its ``spdk_replica_targets``).
+    ``backend`` and each of ``replicas``: the options that reach the
+    backend's storage target and the others (its
+    ``spdk_replica_targets``).
     ``workdir``: the deployment's (staged files and backups, which every
     member shares); ``own_dir``: this service's own state and locks
     (default ``workdir``). ``lock_url``: the
@@ -57,6 +59,8 @@ def build(workdir, db_url, transport_url, api_port, backend, replica,
     ``file://`` lock backend of this host's.
     """
     own_dir = own_dir or workdir
+    sections = [REPLICA_SECTION] + ['%s-%d' % (REPLICA_SECTION, number)
+                                    for number in range(2, len(replicas) + 1)]
     conf = configparser.ConfigParser(interpolation=None)
     conf['DEFAULT'] = {
         'host': host,
@@ -100,8 +104,9 @@ def build(workdir, db_url, transport_url, api_port, backend, replica,
         backup_use_temp_snapshot='True',
         # A storage node back from the dead is caught up within seconds.
         spdk_sweep_interval='5',
-        spdk_replica_targets=REPLICA_SECTION)
-    conf[REPLICA_SECTION] = dict(replica, spdk_rpc_timeout='30')
+        spdk_replica_targets=','.join(sections))
+    for section, replica in zip(sections, replicas):
+        conf[section] = dict(replica, spdk_rpc_timeout='30')
     return conf
 
 

@@ -1,12 +1,13 @@
 """The whole Cinder deployment, its storage on nodes of their own.
 
-Two storage nodes, each a host of its own (:mod:`testbed.hosts`: its
-address, its files) running an ``nvmf_tgt`` in interrupt mode behind its
-``spdk-vhost-agent`` (HTTPS, a password, a CA of the deployment's):
+Two or three storage nodes, each a host of its own (:mod:`testbed.hosts`:
+its address, its files) running an ``nvmf_tgt`` in interrupt mode behind
+its ``spdk-vhost-agent`` (HTTPS, a password, a CA of the deployment's):
 ``storage-a`` holds the backend's two lvol stores on sparse files
-(reported as two pools), ``storage-b`` the second copies of replicated
-volumes (``spdk_replica_targets``). This machine is the controller: a
-fresh MariaDB database and RabbitMQ vhost, ``cinder-manage db sync``,
+(reported as two pools), ``storage-b`` and ``storage-c`` the other copies
+of replicated volumes (``spdk_replica_targets``). This machine is the
+controller: a fresh MariaDB database and RabbitMQ vhost, ``cinder-manage
+db sync``,
 then the real ``cinder-scheduler``, ``cinder-volume``, ``cinder-backup``
 (posix driver) and ``cinder-api`` console scripts of the installed
 ``cinder`` package, which reach each node through its agent and copy
@@ -16,7 +17,8 @@ services are up and the scheduler knows both pools.
 A ``clustered`` deployment runs two cinder-volume services of one
 cluster (:data:`cinder_conf.CLUSTER`), each with its own host name,
 state and lock directories, locking through a real etcd; they share the
-staging directory, as the admin guide asks.
+staging directory, as the admin guide asks. ``third_node`` adds
+``storage-c``, for volumes of three copies.
 """
 
 import logging
@@ -53,12 +55,16 @@ USER = 'deploy-user'
 # weigher must choose it unless a type asks for lvs1.
 LVSTORES = {'lvs0': 4096, 'lvs1': 2048}
 # The storage nodes (host names, and the targets' ids in Cinder and
-# Nova): the backend's own, then the one of replicated volumes' second
-# copies.
+# Nova): the backend's own, then those of replicated volumes' other
+# copies. storage-c has less room than storage-b: a volume of two copies
+# has its second on storage-b (placement picks the most free space), one
+# of three has a copy on each.
 TARGET_ID = 'storage-a'
 REPLICA_TARGET_ID = 'storage-b'
+THIRD_TARGET_ID = 'storage-c'
 REPLICA_LVSTORE = 'lvs0'
 REPLICA_LVSTORE_MIB = 2048
+THIRD_LVSTORE_MIB = 1536
 NVMF_PORT = 4420
 SERVICES = ('cinder-scheduler', 'cinder-volume', 'cinder-backup',
             'cinder-api')
@@ -69,9 +75,11 @@ SECOND_VOLUME = 'cinder-volume-2'
 class CinderDeployment(fixtures.Fixture):
     """Start everything; on cleanup stop it and drop the database."""
 
-    def __init__(self, clustered=False, start_timeout=180):
+    def __init__(self, clustered=False, third_node=False,
+                 start_timeout=180):
         super().__init__()
         self.clustered = clustered
+        self.third_node = third_node
         self.start_timeout = start_timeout
         self.services = {}
         #: cinder-volume's processes: service (log) name -> Cinder host.
@@ -82,16 +90,23 @@ class CinderDeployment(fixtures.Fixture):
         self.workdir = self.useFixture(fixtures.TempDir()).path
         for sub in ('log', 'tls'):
             os.makedirs(os.path.join(self.workdir, sub))
-        lab = self.useFixture(hosts.Lab((TARGET_ID, REPLICA_TARGET_ID)))
+        nodes = {TARGET_ID: LVSTORES,
+                 REPLICA_TARGET_ID: {REPLICA_LVSTORE: REPLICA_LVSTORE_MIB}}
+        if self.third_node:
+            nodes[THIRD_TARGET_ID] = {REPLICA_LVSTORE: THIRD_LVSTORE_MIB}
+        lab = self.useFixture(hosts.Lab(tuple(nodes)))
         # This machine is the controller: its APIs listen here, where
         # the other hosts reach them.
         self.network = lab.network
         self.controller_address = lab.network.gateway
         authority = tls.Authority(os.path.join(self.workdir, 'tls'))
-        self.target, self.agent = self._storage_node(
-            lab.hosts[0], authority, LVSTORES)
-        self.replica_target, self.replica_agent = self._storage_node(
-            lab.hosts[1], authority, {REPLICA_LVSTORE: REPLICA_LVSTORE_MIB})
+        #: (target, agent, lvol stores) of each storage node, storage-a's
+        #: first.
+        self.storage = [
+            self._storage_node(host, authority, nodes[host.name])
+            for host in lab.hosts]
+        self.target, self.agent, _lvs = self.storage[0]
+        self.replica_target, self.replica_agent, _lvs = self.storage[1]
         self.database = self.useFixture(backing.Database())
         self.rabbit = self.useFixture(backing.RabbitVhost())
         self.api_port = net.free_port()
@@ -143,12 +158,12 @@ class CinderDeployment(fixtures.Fixture):
         for sub in ('state', 'lock', 'coordination'):
             os.makedirs(os.path.join(own_dir, sub), exist_ok=True)
         path = os.path.join(own_dir, 'cinder.conf')
+        backend, *replicas = [
+            self._node_section(node_agent, target.name, lvstores)
+            for target, node_agent, lvstores in self.storage]
         conf = cinder_conf.build(
             self.workdir, self.database.url, self.rabbit.url,
-            self.api_port,
-            backend=self._node_section(self.agent, TARGET_ID, LVSTORES),
-            replica=self._node_section(self.replica_agent,
-                                       REPLICA_TARGET_ID, [REPLICA_LVSTORE]),
+            self.api_port, backend=backend, replicas=replicas,
             host=host, own_dir=own_dir, lock_url=self.lock_url)
         # Cinder's own credentials, for what it asks Nova (volume extended)
         # and glance (image locations need the service role) itself.
@@ -167,7 +182,9 @@ class CinderDeployment(fixtures.Fixture):
             name, argv, self.log_path(name)))
 
     def _storage_node(self, host, authority, lvstores):
-        """(target, agent) of a storage node: ``nvmf_tgt`` and its agent.
+        """(target, agent, lvol store names) of a storage node.
+
+        Its ``nvmf_tgt`` and its agent; ``lvstores``: name -> MiB.
 
         No auto-examine: the node holds copies that carry a compute
         host's RAID superblock, which its own RAID module must not claim.
@@ -180,7 +197,7 @@ class CinderDeployment(fixtures.Fixture):
         node_agent = self.useFixture(agent.Agent(target, authority))
         # Each later start, as its unit's: from what its agent saved.
         target.json_config = node_agent.saved_config_file
-        return target, node_agent
+        return target, node_agent, sorted(lvstores)
 
     @staticmethod
     def kill_storage_node(target, node_agent):
@@ -232,8 +249,7 @@ class CinderDeployment(fixtures.Fixture):
         """Tail of every service log (and the SPDK target's), by name."""
         found = {name: processes.tail(self.log_path(name), limit)
                  for name in ('cinder-manage',) + tuple(self.services)}
-        for target, node_agent in ((self.target, self.agent),
-                                   (self.replica_target, self.replica_agent)):
+        for target, node_agent, _lvstores in self.storage:
             found[target.name] = processes.tail(target.log_path, limit)
             found[target.name + ' agent'] = processes.tail(
                 node_agent.log_path, limit)

@@ -206,7 +206,8 @@ class NovaTestCase(base.DeploymentTestCase):
         the volume's controller.
         """
         node, dep = self.cloud.node, self.deployment
-        everyone = (node.host, dep.target.host, dep.replica_target.host)
+        everyone = [node.host] + [target.host
+                                  for target, _a, _l in dep.storage]
         for host, rpc in ((node.host, self.compute_rpc),
                           (dep.target.host, self.rpc)):
             paths = [key['path'] for key in rpc('keyring_get_keys')]

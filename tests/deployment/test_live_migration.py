@@ -2,16 +2,17 @@
 
 The hosts (:mod:`migration_computes`) attach the deployment's volumes
 over NVMe/TCP with their own SPDK targets. A server booted from a volume
-on one, with a second, replicated volume hot-attached (two copies: the
-compute host mirrors them) and a writer in the guest on it, goes to the
-other with ``nova live-migration``; the same guest keeps running there
-(its boot id, its writer), no write fails, the data reads back, and the
-SPDK side moved: the destination's target has the controllers, NVMe-oF
-connections and mirror, the source's has none, and the export of each
-volume and copy admits only the destination's host NQN. Then the storage
-node of the replicated volume's second copy dies whole under the guest's
-writer (:meth:`TestNovaLiveMigration.lose_the_copy_node`), and the boot
-volume's storage target crashes and restarts under another
+on one, with a second, replicated volume hot-attached (three copies, one
+on each storage node: the compute host mirrors them) and a writer in the
+guest on it, goes to the other with ``nova live-migration``; the same
+guest keeps running there (its boot id, its writer), no write fails, the
+data reads back, and the SPDK side moved: the destination's target has
+the controllers, NVMe-oF connections and mirror, the source's has none,
+and the export of each volume and copy admits only the destination's
+host NQN. Then the storage
+node of one of the replicated volume's copies dies whole under the
+guest's writer (:meth:`TestNovaLiveMigration.lose_the_copy_node`), and
+the boot volume's storage target crashes and restarts under another
 (:meth:`TestNovaLiveMigration.restart_the_boot_target`).
 """
 
@@ -81,8 +82,9 @@ class TestNovaLiveMigration(nova_base.NovaTestCase):
 
     def exports(self, boot, data):
         """(volume id, target) of the boot volume's and each copy's export."""
-        return [(boot.id, None), (data.id, None),
-                (data.id, self.deployment.replica_target)]
+        return [(boot.id, None), (data.id, None)] + [
+            (data.id, target)
+            for target, _agent, _lvs in self.deployment.storage[1:]]
 
     def migration_done(self, server_id):
         """True once completed; a failed migration fails the test."""
@@ -121,7 +123,7 @@ class TestNovaLiveMigration(nova_base.NovaTestCase):
         src, dst = self.hosts[SOURCE], self.hosts[DESTINATION]
         boot = self.boot_volume()
         data = self.create_volume(1, volume_type=self.make_type(
-            extra_specs=test_replicated.TWO_COPIES).id)
+            extra_specs=test_replicated.THREE_COPIES).id)
         server = self.boot_from_volume(boot.id, host=SOURCE)
         self.assertEqual(SOURCE, self.host_of(server.id))
         self.nova.volumes.create_server_volume(server.id, data.id)
@@ -135,7 +137,7 @@ class TestNovaLiveMigration(nova_base.NovaTestCase):
 
         controllers = sorted('vhost-' + v.id for v in (boot, data))
         # One NVMe controller for the boot volume, one per copy.
-        on_host = (controllers, 3, [(data.id, 'online', 2)])
+        on_host = (controllers, 4, [(data.id, 'online', 3)])
         self.assertEqual(on_host, self.attached(src))
         for volume_id, target in self.exports(boot, data):
             self.assertEqual([src.host_nqn],
@@ -181,8 +183,9 @@ class TestNovaLiveMigration(nova_base.NovaTestCase):
     def lose_the_copy_node(self, server, shell, data, host):
         """Its replica's storage node dies whole under the writing guest.
 
-        The guest writes on through the copy left, and the volume grows,
-        is detached, attached again and deleted while the node is away.
+        The guest writes on through the two copies left, and the volume
+        grows, is snapshotted (those copies prove the snapshot sound),
+        detached, attached again and deleted while the node is away.
         Back, the node's target holds what its own saved config says
         (the copy, exported to ``host``), and cinder-volume's next sweep
         catches it up: the deleted volume's copy and export go.
@@ -199,12 +202,13 @@ class TestNovaLiveMigration(nova_base.NovaTestCase):
         self.assertEqual('0', result['writer.failures'])
         print('STORAGE NODE LOST under the writer: the guest stalled at '
               'most %s ms' % result['writer.max_gap_ms'])
-        self.assertEqual([(data.id, 'online', 1)], self.attached(host)[2])
+        self.assertEqual([(data.id, 'online', 2)], self.attached(host)[2])
 
         self.cinder.volumes.extend(data, 2)
         self.wait_for(lambda: self.guest_size(shell, 'vdb') == 2 * GIB,
                       'the guest to see vdb grow to 2 GiB')
         self.wait_status(self.cinder.volumes, data.id, 'in-use')
+        self.delete_snapshot(self.create_snapshot(data.id, force=True).id)
         started = time.monotonic()
         self.detach(server.id, data.id)
         self.wait_status(self.cinder.volumes, data.id, 'available')
@@ -220,7 +224,7 @@ class TestNovaLiveMigration(nova_base.NovaTestCase):
                                         time.monotonic() - attaching))
         self.assertEqual(2 * GIB, self.guest_size(shell, 'vdb'))
         self.assert_written(shell, 'vdb', WRITER)
-        self.assertEqual([(data.id, 'online', 1)], self.attached(host)[2])
+        self.assertEqual([(data.id, 'online', 2)], self.attached(host)[2])
         self.detach(server.id, data.id)
         self.wait_status(self.cinder.volumes, data.id, 'available')
         self.delete_volume(data.id)

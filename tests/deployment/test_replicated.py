@@ -28,6 +28,8 @@ LENGTH = test_backup.LENGTH
 # What an operator sets on a replicated type: the copies, and a filter
 # so the scheduler only picks a backend that can hold them now.
 TWO_COPIES = {'spdk:replicas': '2', 'capabilities:spdk_max_replicas': '>= 2'}
+THREE_COPIES = {'spdk:replicas': '3',
+                'capabilities:spdk_max_replicas': '>= 3'}
 
 
 class TestReplicated(test_backup.Backups, base.DeploymentTestCase):
@@ -157,8 +159,7 @@ class TestReplicated(test_backup.Backups, base.DeploymentTestCase):
                 for name, (alias, target) in self._copies(volume).items()}
 
     def test_more_copies_than_targets_never_schedules(self):
-        vtype = self.make_type(extra_specs={
-            'spdk:replicas': '3', 'capabilities:spdk_max_replicas': '>= 3'})
+        vtype = self.make_type(extra_specs=THREE_COPIES)
         vol = self.create_volume(1, status='error', volume_type=vtype.id)
         self.assertIsNone(getattr(vol, 'os-vol-host-attr:host'))
         self.assertIsNone(self.copy_of(vol))
