@@ -35,9 +35,9 @@ cores=${SPDK_TEST_CORES:-.test-cores}
 started=$(date +%s)
 deployment=tests/deployment
 # The deployment tests on the clustered deployment (two cinder-volume
-# services on etcd): those that need the Nova cloud (and keystone), and
-# the cluster's own.
-nova_cloud='^tests\.deployment\.test_(cluster|live_migration|multiattach|nova|tempest)\.'
+# services on etcd, three storage nodes): those that need the Nova cloud
+# (and keystone), the cluster's own, and the install guide's configs.
+nova_cloud='^tests\.deployment\.test_(cluster|install_guide|live_migration|multiattach|nova|tempest)\.'
 background_repo=.stestr-deployment
 stream=$(mktemp)
 background_stream=$(mktemp)

@@ -70,14 +70,20 @@ class SampleConfigTest(base.TestCase):
 
 class SnippetTest(base.TestCase):
 
-    def test_cinder_snippet_uses_real_options(self):
-        conf = _ini(os.path.join(ETC, 'spdk-vhost', 'cinder-backend.conf'))
-        backend = conf['DEFAULT']['enabled_backends']
-        self.assertEqual('cinder_spdk_vhost.driver.SpdkVhostDriver',
-                         conf[backend]['volume_driver'])
+    def test_cinder_snippets_use_real_options(self):
+        """The hyperconverged host's, and a controller's with its peers."""
         known = _names(cinder_opts) | {'volume_driver',
-                                       'volume_backend_name'}
-        self.assertLessEqual(_own(conf, backend), known)
+                                       'volume_backend_name',
+                                       'backup_use_temp_snapshot'}
+        for snippet in ('cinder-backend.conf', 'cinder-controller.conf'):
+            conf = _ini(os.path.join(ETC, 'spdk-vhost', snippet))
+            backend = conf['DEFAULT']['enabled_backends']
+            self.assertEqual('cinder_spdk_vhost.driver.SpdkVhostDriver',
+                             conf[backend]['volume_driver'])
+            peers = [name.strip() for name in conf[backend].get(
+                'spdk_replica_targets', '').split(',') if name.strip()]
+            for section in [backend] + peers:
+                self.assertLessEqual(_own(conf, section), known, snippet)
 
     def test_nova_snippet_uses_real_options(self):
         conf = _ini(os.path.join(ETC, 'spdk-vhost', 'nova-compute.conf'))
