@@ -26,9 +26,23 @@ _TAGS = re.compile(r'\[[^\]]*\]$')
 # How stestr names a class fixture: "setUpClass (module.Class)".
 _CLASS_FIXTURE = re.compile(r'^\w+Class \((?P<cls>[\w.]+)\)$')
 
+#: Classes of those tempest is not to run on this deployment, and why:
+#: no tempest option skips them. None of them may run.
+EXCLUDED = {
+    'tempest.api.volume.admin.test_volume_retype.'
+    'VolumeRetypeWithoutMigrationTest':
+        'retypes between two types of equal specs, which Cinder does by '
+        'itself, never asking the driver, and writes the scheduler\'s host '
+        'as the volume\'s; with cinder-volume a cluster, that host names '
+        'either member (the cluster is what stays) and the test asserts '
+        'it unchanged. A retype the driver does keeps the host: '
+        'VolumeRetypeMultiattachTest, the plugin\'s QoS retypes, '
+        'tests/deployment/test_nova',
+}
 # Tempest's own tests of what operators do with volumes every day:
 # snapshots, backups, manage/unmanage, retype and multiattach.
 TEMPEST_VOLUME_TESTS = (
+    ''.join(r'(?!%s\.)' % re.escape(cls) for cls in EXCLUDED) +
     r'^tempest\.api\.volume\.(test_volumes_snapshots'
     r'|test_volumes_snapshots_list|test_volumes_snapshots_negative'
     r'|test_volumes_backup|admin\.(test_snapshot_manage|test_volume_manage'
@@ -68,8 +82,6 @@ MUST_PASS = (
     'tempest.api.volume.test_volumes_backup.VolumesBackupsTest',
     'tempest.api.volume.admin.test_volumes_backup.VolumesBackupsAdminTest',
     'tempest.api.volume.admin.test_snapshot_manage.SnapshotManageAdminTest',
-    'tempest.api.volume.admin.test_volume_retype.'
-    'VolumeRetypeWithoutMigrationTest',
     'tempest.api.volume.admin.test_volume_retype.'
     'VolumeRetypeMultiattachTest',
     'tempest.api.compute.volumes.test_attach_volume.'
@@ -117,8 +129,9 @@ def judge_tempest_tests(results):
     """What is wrong with a run of TEMPEST_VOLUME_TESTS: a list of lines.
 
     Every test passes, or is skipped because it or its class does not
-    apply (``NOT_APPLICABLE``, each of which must then be skipped), and
-    each class of ``MUST_PASS`` has passing tests.
+    apply (``NOT_APPLICABLE``, each of which must then be skipped), none
+    of ``EXCLUDED`` ran, and each class of ``MUST_PASS`` has passing
+    tests.
     """
     problems = []
     passed, skipped = set(), set()
@@ -137,6 +150,9 @@ def judge_tempest_tests(results):
                     for cls in MUST_PASS if cls not in passed)
     problems.extend('%s: listed as not applicable but not skipped' % key
                     for key in sorted(set(NOT_APPLICABLE) - skipped))
+    problems.extend('%s: excluded, but it ran' % test_id
+                    for test_id in sorted(results)
+                    if test_class(test_id) in EXCLUDED)
     return problems
 
 
