@@ -6,11 +6,11 @@ its ``spdk-vhost-agent`` (HTTPS, a password, a CA of the deployment's):
 ``storage-a`` holds the backend's two lvol stores on sparse files
 (reported as two pools), ``storage-b`` and ``storage-c`` the other copies
 of replicated volumes (``spdk_replica_targets``). This machine is the
-controller: a fresh MariaDB database and RabbitMQ vhost, ``cinder-manage
-db sync``,
-then the real ``cinder-scheduler``, ``cinder-volume``, ``cinder-backup``
-(posix driver) and ``cinder-api`` console scripts of the installed
-``cinder`` package, which reach each node through its agent and copy
+controller: a fresh MariaDB database and RabbitMQ vhost,
+``cinder-manage db sync``, then the real ``cinder-scheduler``,
+``cinder-volume``, ``cinder-backup`` (posix driver) and ``cinder-api``
+console scripts of the installed ``cinder`` package, which reach each
+node through its agent and copy
 over NVMe/TCP. Ready means: the API answers, the volume and backup
 services are up and the scheduler knows both pools.
 
