@@ -218,15 +218,19 @@ class DeploymentTestCase(base.TestCase):
         return [(target, lvstores)
                 for target, _agent, lvstores in self.deployment.storage]
 
+    @staticmethod
+    def exported(target):
+        """NQNs of the NVMe-oF subsystems (not discovery) on ``target``."""
+        return [s['nqn'] for s in target.rpc('nvmf_get_subsystems')
+                if s['subtype'] == 'NVMe']
+
     def _leftovers(self):
         """What is left on any target: {(target, kind): names}."""
         found = {}
         for target, lvstores in self._storage_targets():
             for lvs in lvstores:
                 found[target, lvs] = sorted(self.lvols(lvs, target))
-            found[target, 'subsystem'] = [
-                s['nqn'] for s in target.rpc('nvmf_get_subsystems')
-                if s['subtype'] == 'NVMe']
+            found[target, 'subsystem'] = self.exported(target)
         for target in self.compute_targets():
             for kind, (method, params, key) in COMPUTE_LISTS.items():
                 found[target, kind] = sorted(

@@ -120,11 +120,6 @@ class TestAgentKilled(base.DeploymentTestCase):
         if self.agent.process.poll() is not None:
             self.agent.start()
 
-    @staticmethod
-    def exported(target):
-        return [s['nqn'] for s in target.rpc('nvmf_get_subsystems')
-                if s['subtype'] == 'NVMe']
-
     def agent_back(self):
         """Start the agent; seconds until its node is back in service.
 
