@@ -224,6 +224,18 @@ class DeploymentTestCase(base.TestCase):
         return [s['nqn'] for s in target.rpc('nvmf_get_subsystems')
                 if s['subtype'] == 'NVMe']
 
+    def admitted(self, volume_id, target=None):
+        """Host NQNs a storage target's export of the volume admits.
+
+        ``target``: a replica node (its copy's export); the backend's
+        own by default.
+        """
+        rpc = target.rpc if target else self.rpc
+        for sub in rpc('nvmf_get_subsystems'):
+            if sub['nqn'].endswith(volume_id):
+                return sorted(h['nqn'] for h in sub['hosts'])
+        return []
+
     def _leftovers(self):
         """What is left on any target: {(target, kind): names}."""
         found = {}

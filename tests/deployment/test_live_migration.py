@@ -68,18 +68,6 @@ class TestNovaLiveMigration(nova_base.NovaTestCase):
         return getattr(self.nova.servers.get(server_id),
                        'OS-EXT-SRV-ATTR:host')
 
-    def admitted(self, volume_id, target=None):
-        """Host NQNs a storage target's export of the volume admits.
-
-        ``target``: the replica target (its copy); the backend's own by
-        default.
-        """
-        rpc = target.rpc if target else self.rpc
-        for sub in rpc('nvmf_get_subsystems'):
-            if sub['nqn'].endswith(volume_id):
-                return sorted(h['nqn'] for h in sub['hosts'])
-        return []
-
     def exports(self, boot, data):
         """(volume id, target) of the boot volume's and each copy's export."""
         return [(boot.id, None), (data.id, None)] + [

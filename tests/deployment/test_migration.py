@@ -146,7 +146,7 @@ class TestMigration(base.DeploymentTestCase):
         self.addCleanup(self.cinder.attachments.delete, attachment['id'])
         self.cinder.attachments.complete(attachment['id'])
         self.wait_status(self.cinder.volumes, vol.id, 'in-use')
-        exported = self._exports()
+        exported = self.exported(self.deployment.target)
         # A retype to a type of the other pool: the driver declines,
         # Cinder's generic migration is refused.
         new = self.make_type(extra_specs={'pool_name': LVS1})
@@ -176,10 +176,6 @@ class TestMigration(base.DeploymentTestCase):
                          taken, base.TIMEOUT,
                          on_timeout=lambda: 'refused: %s' % refused)
 
-    def _exports(self):
-        return [s['nqn'] for s in self.rpc('nvmf_get_subsystems')
-                if s['subtype'] == 'NVMe']
-
     def _check_stayed(self, vol, allocated, exported):
         """The attached volume's migration failed; nothing moved."""
         vol = self._wait_migration(vol.id)
@@ -189,4 +185,4 @@ class TestMigration(base.DeploymentTestCase):
                           vol.status, vol.volume_type, self._host(vol)))
         self.assertEqual({}, self.lvols(LVS1))
         self.assertEqual(allocated, self._allocated(vol, base.LVS))
-        self.assertEqual(exported, self._exports())
+        self.assertEqual(exported, self.exported(self.deployment.target))

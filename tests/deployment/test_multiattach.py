@@ -98,13 +98,6 @@ class TestMultiattachTwoHosts(nova_base.NovaTestCase):
         for name, text in self.computes.logs(8000).items():
             self.addDetail(name, testtools.content.text_content(text))
 
-    def admitted(self, volume_id):
-        """Host NQNs the storage target's export of the volume admits."""
-        for sub in self.rpc('nvmf_get_subsystems'):
-            if sub['nqn'].endswith(volume_id):
-                return sorted(h['nqn'] for h in sub['hosts'])
-        return []
-
     def shell_on(self, server, host):
         conn = libvirt.open(host.uri)
         self.addCleanup(conn.close)

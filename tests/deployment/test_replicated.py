@@ -83,8 +83,8 @@ class TestReplicated(test_backup.Backups, base.DeploymentTestCase):
         self.delete_volume(vol.id)
         self.assertIsNone(self.copy_of(vol))
         self.assertIsNone(self.copy_of(clone))
-        self.assertEqual([], [s['nqn'] for s in self.replica_rpc(
-            'nvmf_get_subsystems') if s['subtype'] == 'NVMe'])
+        self.assertEqual([],
+                         self.exported(self.deployment.replica_target))
 
     def test_backup_and_restore_of_two_copies(self):
         vtype = self.make_type(extra_specs=TWO_COPIES)

@@ -1,7 +1,6 @@
 """Files under etc/: generated samples up to date, snippets and the
 systemd unit consistent with the code and with each other."""
 
-import configparser
 import filecmp
 import glob
 import os
@@ -15,23 +14,10 @@ from cinder_spdk_vhost import opts as cinder_opts
 from nova_vhost_user import opts as nova_opts
 from os_brick_connector import opts as connector_opts
 from tests import base
+from tests import ini
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+ROOT = ini.ROOT
 ETC = os.path.join(ROOT, 'etc')
-
-
-def _ini(path, strict=True):
-    parser = configparser.ConfigParser(interpolation=None, strict=strict)
-    parser.optionxform = str
-    if not parser.read(path):
-        raise FileNotFoundError(path)
-    return parser
-
-
-def _own(parser, section):
-    defaults = parser.defaults()
-    return {k for k in parser[section] if k not in defaults}
 
 
 def _names(*listers):
@@ -51,15 +37,15 @@ class SampleConfigTest(base.TestCase):
         configs = sorted(glob.glob(os.path.join(ROOT, 'tools', 'config',
                                                 '*.conf')))
         # One generator config per package listing options in setup.cfg.
-        namespaces = {_ini(c)['DEFAULT']['namespace'] for c in configs}
-        listed = _ini(os.path.join(ROOT, 'setup.cfg'))['entry_points'][
+        namespaces = {ini.read(c)['DEFAULT']['namespace'] for c in configs}
+        listed = ini.read(os.path.join(ROOT, 'setup.cfg'))['entry_points'][
             'oslo.config.opts']
         self.assertEqual({line.split('=')[0].strip()
                           for line in listed.splitlines() if line},
                          namespaces)
         for config in configs:
             committed = os.path.join(
-                ETC, 'spdk-vhost', _ini(config)['DEFAULT']['output_file']
+                ETC, 'spdk-vhost', ini.read(config)['DEFAULT']['output_file']
                 .split('/')[-1])
             fresh = os.path.join(tmp, os.path.basename(committed))
             generator.main(['--config-file', config, '--output-file', fresh])
@@ -76,20 +62,21 @@ class SnippetTest(base.TestCase):
                                        'volume_backend_name',
                                        'backup_use_temp_snapshot'}
         for snippet in ('cinder-backend.conf', 'cinder-controller.conf'):
-            conf = _ini(os.path.join(ETC, 'spdk-vhost', snippet))
+            conf = ini.read(os.path.join(ini.SNIPPETS, snippet))
             backend = conf['DEFAULT']['enabled_backends']
             self.assertEqual('cinder_spdk_vhost.driver.SpdkVhostDriver',
                              conf[backend]['volume_driver'])
             peers = [name.strip() for name in conf[backend].get(
                 'spdk_replica_targets', '').split(',') if name.strip()]
             for section in [backend] + peers:
-                self.assertLessEqual(_own(conf, section), known, snippet)
+                self.assertLessEqual(ini.own_options(conf, section), known,
+                                     snippet)
 
     def test_nova_snippet_uses_real_options(self):
-        conf = _ini(os.path.join(ETC, 'spdk-vhost', 'nova-compute.conf'))
+        conf = ini.read(os.path.join(ini.SNIPPETS, 'nova-compute.conf'))
         self.assertEqual('spdk_vhost.LibvirtVhostUserDriver',
                          conf['DEFAULT']['compute_driver'])
-        self.assertLessEqual(_own(conf, 'spdk_vhost'),
+        self.assertLessEqual(ini.own_options(conf, 'spdk_vhost'),
                              _names(connector_opts, nova_opts))
         self.assertIn('NUMATopologyFilter',
                       conf['filter_scheduler']['enabled_filters'])
@@ -174,7 +161,7 @@ class SystemdUnitTest(base.TestCase):
         return os.path.join(ETC, 'systemd', name)
 
     def unit_section(self, name):
-        return _ini(self.unit_path(name), strict=False)['Service']
+        return ini.read(self.unit_path(name), strict=False)['Service']
 
     def argument(self, flag, name=None):
         _, args = _exec_start(self.unit_path(name or self.UNIT))
@@ -211,7 +198,7 @@ class SystemdUnitTest(base.TestCase):
         self.assertEqual(COMMAND_UNITS[name], os.path.basename(args[0]))
         self.assertIn('%s = ' % COMMAND_UNITS[name], _setup_cfg())
         self.assertEqual(['--config-file', cmd.DEFAULT_CONFIG], args[1:])
-        sample = _ini(os.path.join(ETC, 'spdk-vhost', 'agent.conf'))
+        sample = ini.read(os.path.join(ini.SNIPPETS, 'agent.conf'))
         known = {opt.name for opt in options.agent_opts}
         self.assertLessEqual(set(sample['agent']) - set(sample.defaults()),
                              known)
@@ -270,7 +257,7 @@ class SystemdUnitTest(base.TestCase):
                          'the units differ in what they share')
 
     def test_nova_reserves_what_compute_targets_hold(self):
-        nova = _ini(os.path.join(ETC, 'spdk-vhost', 'nova-compute.conf'))
+        nova = ini.read(os.path.join(ini.SNIPPETS, 'nova-compute.conf'))
         reserved = dict(item.split(':') for item in
                         nova['DEFAULT']['reserved_huge_pages'].split(','))
         for name in ('spdk-vhost.service', 'spdk-tgt.service'):
@@ -285,7 +272,7 @@ class SystemdUnitTest(base.TestCase):
 
     def test_one_target_per_host(self):
         for name in UNITS:
-            unit = _ini(self.unit_path(name), strict=False)['Unit']
+            unit = ini.read(self.unit_path(name), strict=False)['Unit']
             others = set(UNITS) - {name}
             self.assertEqual(others, set(unit['Conflicts'].split()), name)
 
@@ -305,8 +292,8 @@ class SystemdUnitTest(base.TestCase):
 
     def test_rpc_socket_matches_the_snippets(self):
         socket = self.argument('-r')
-        cinder = _ini(os.path.join(ETC, 'spdk-vhost', 'cinder-backend.conf'))
-        nova = _ini(os.path.join(ETC, 'spdk-vhost', 'nova-compute.conf'))
+        cinder = ini.read(os.path.join(ini.SNIPPETS, 'cinder-backend.conf'))
+        nova = ini.read(os.path.join(ini.SNIPPETS, 'nova-compute.conf'))
         self.assertEqual(socket, cinder['spdk']['spdk_rpc_socket'])
         self.assertEqual(socket, nova['spdk_vhost']['spdk_rpc_socket'])
 
