@@ -156,7 +156,10 @@ def nova(conf_path, workdir, dbs, transport_url, keystone, domain_prefix,
             'nvme_key_dir': os.path.join(workdir, 'nvme-keys'),
             'vhost_socket_group': QEMU_GROUP,
             'vhost_socket_mode': '0660',
+            'numa_policy': 'preferred',
             'guest_max_queues': '2',
+            'guest_reconnect_timeout': '10',
+            'guest_memory_source': 'memfd',
             'nova_check_reactor_overlap': 'False'}
     for section, context in (
             ('nova_sys_admin', 'nova.privsep.sys_admin_pctxt'),
