@@ -218,6 +218,19 @@ class SpdkTarget(fixtures.Fixture):
             self.stop()
         self.start()
 
+    def replaced_by(self, process, tree=None):
+        """Go on with ``process``, which now serves on our paths.
+
+        Another started it (an upgrade, from ``tree``); the process it
+        replaced has ended: reaped here, and had it crashed, that fails
+        the test.
+        """
+        crash = self._crash()
+        self.process = process
+        self.tree = tree or self.tree
+        if crash:
+            raise TargetDied(crash)
+
     @property
     def pid(self):
         return self.process.pid

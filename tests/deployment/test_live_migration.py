@@ -13,7 +13,8 @@ host NQN. Then the storage
 node of one of the replicated volume's copies dies whole under the
 guest's writer (:meth:`TestNovaLiveMigration.lose_the_copy_node`), and
 the boot volume's storage target crashes and restarts under another
-(:meth:`TestNovaLiveMigration.restart_the_boot_target`).
+(:meth:`TestNovaLiveMigration.restart_the_boot_target`), then is
+upgraded on its node (:meth:`TestNovaLiveMigration.upgrade_the_boot_node`).
 """
 
 import hashlib
@@ -21,8 +22,10 @@ import time
 
 import testtools
 
+from spdk_vhost_core import host_settings
 from testbed.guest import qemu
 from testbed.guest import writer
+from testbed import target_upgrade
 from tests.deployment import cloud_guest
 from tests.deployment import migration_computes
 from tests.deployment import nova_base
@@ -167,6 +170,7 @@ class TestNovaLiveMigration(nova_base.NovaTestCase):
         # then to see the boot volume's storage target crash.
         self.lose_the_copy_node(server, shell, data, dst)
         self.restart_the_boot_target(shell, boot, dst)
+        self.upgrade_the_boot_node(shell, boot, dst)
 
     def lose_the_copy_node(self, server, shell, data, host):
         """Its replica's storage node dies whole under the writing guest.
@@ -255,3 +259,34 @@ class TestNovaLiveMigration(nova_base.NovaTestCase):
               % (restart, result['writer.max_gap_ms']))
         self.assert_written(shell, 'vda', BOOT_WRITER)
         self.assert_root_intact(shell)
+
+    def upgrade_the_boot_node(self, shell, boot, host):
+        """``spdk-vhost-upgrade`` on the boot volume's storage node.
+
+        Run on the node under the guest's writer, as its operator would,
+        it reads the node's own record of connected hosts (its agent
+        wrote it there, beside the node's saved config), finds that
+        ``host`` rides out the upgrade's window, so needs no ``--force``,
+        and replaces the node's ``nvmf_tgt`` (by the same build: the
+        deployment's others go on beside it) with one that loads that
+        saved config. No write fails, and Cinder still manages the
+        volume, through the agent and the new target.
+        """
+        dep = self.deployment
+        record = host_settings.read(
+            dep.target.host.path(dep.agent.saved_config))
+        self.assertEqual([host.host_nqn], sorted(record))
+        shell.execute(qemu.writer_start('vda', *BOOT_WRITER))
+        writer.writes_after(shell)
+        said = target_upgrade.upgrade(dep.target, dep.agent.saved_config)
+        self.assertIn('every connected NVMe-oF host rides out',
+                      '\n'.join(said))
+        self.assertEqual([host.host_nqn], self.admitted(boot.id))
+        writer.writes_after(shell)
+        result = shell.execute(qemu.writer_stop(), timeout=60)
+        self.assertEqual('0', result['writer.failures'])
+        print('STORAGE NODE UPGRADED under a single-copy volume\'s writer '
+              '(the command: "%s"): the guest stalled at most %s ms'
+              % (said[-1], result['writer.max_gap_ms']))
+        self.assert_written(shell, 'vda', BOOT_WRITER)
+        self.delete_snapshot(self.create_snapshot(boot.id, force=True).id)
