@@ -98,6 +98,14 @@ def from_bdev(bdev):
                 claimed=bool(bdev.get('claimed')))
 
 
+def every(client, lvstores):
+    """Every lvol of ``lvstores``, from one ``bdev_get_bdevs``."""
+    found = [from_bdev(bdev) for bdev in client.bdev_get_bdevs()
+             if bdev.get('product_name') == 'Logical Volume']
+    return sorted((lvol for lvol in found if lvol.lvs in lvstores),
+                  key=lambda lvol: lvol.alias)
+
+
 def get(client, name):
     """The lvol called ``name`` (alias or UUID), or None."""
     try:

@@ -52,14 +52,6 @@ def size_gb(lvol):
     return int(math.ceil(lvol.size_bytes / float(lvols.GIB)))
 
 
-def backend_lvols(client, lvstores):
-    """Every lvol of ``lvstores``, from one ``bdev_get_bdevs``."""
-    found = [lvols.from_bdev(bdev) for bdev in client.bdev_get_bdevs()
-             if bdev.get('product_name') == 'Logical Volume']
-    return sorted((lvol for lvol in found if lvol.lvs in lvstores),
-                  key=lambda lvol: lvol.alias)
-
-
 def entry(lvol, managed, in_use=(), retired=False):
     """One manageable-list entry; ``managed`` maps lvol names to ids."""
     cinder_id = managed.get(lvol.name) or managed.get(lvol.uuid)
@@ -237,7 +229,7 @@ class Manager(pools.Part):
         with errors.translated('list manageable volumes'):
             entries = [
                 entry(lvol, managed, self.exporter.users(lvol))
-                for lvol in backend_lvols(self.client, self.pools.lvstores)
+                for lvol in lvols.every(self.client, self.pools.lvstores)
                 if not lvol.is_snapshot]
         return volume_utils.paginate_entries_list(
             entries, marker, limit, offset, sort_keys, sort_dirs)
@@ -251,7 +243,7 @@ class Manager(pools.Part):
             if snap.provider_id:
                 managed[snap.provider_id] = snap.id
         with errors.translated('list manageable snapshots'):
-            found = backend_lvols(self.client, self.pools.lvstores)
+            found = lvols.every(self.client, self.pools.lvstores)
         entries = snapshot_entries(found, managed)
         return volume_utils.paginate_entries_list(
             entries, marker, limit, offset, sort_keys, sort_dirs)

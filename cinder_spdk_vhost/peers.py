@@ -136,15 +136,33 @@ class Peer(object):
             return False
         return True
 
-    def free_bytes(self):
-        """The most free space in one of its lvol stores, and that store."""
-        best = (0, None)
+    def rooms(self):
+        """Bytes of room for copies in each of its lvol stores, by name.
+
+        A store's free space, less what the copies it holds have yet to
+        write: a rebuild writes every block of a copy, so a thin one
+        grows to its whole size then, and must find that room. Copies
+        are the only lvols counted: a store shared with a backend's
+        pool leaves that pool's thin volumes to Cinder's
+        over-subscription ratio.
+        """
+        held = self._ask(lvols.every, self.client, self.pools.lvstores)
+        found = {}
         for lvs in self.pools.lvstores:
             store = self._ask(self.client.bdev_lvol_get_lvstores,
                               lvs_name=lvs)[0]
-            free = store['free_clusters'] * store['cluster_size']
-            best = max(best, (free, lvs))
-        return best
+            cluster = store['cluster_size']
+            owed = sum(max(0, lvol.size_bytes -
+                           (lvol.allocated_clusters or 0) * cluster)
+                       for lvol in held if lvol.lvs == lvs and
+                       not lvol.is_snapshot and
+                       replica_type.volume_of(lvol.name))
+            found[lvs] = store['free_clusters'] * cluster - owed
+        return found
+
+    def room(self):
+        """(bytes, lvol store): the most room for a new copy in one store."""
+        return max((room, lvs) for lvs, room in self.rooms().items())
 
     def _ask(self, call, *args, **kwargs):
         """``call(...)``, noting whether the peer answered."""

@@ -125,8 +125,7 @@ class Counts(pools.Part):
             return False
         try:
             self.replicas.place(volume, limits, rb, wanted=lost,
-                                skip=[peer for peer, _copy in held],
-                                whole=True)
+                                skip=[peer for peer, _copy in held])
         except exception.VolumeBackendAPIException as err:
             LOG.warning('%s; it is attached with the copies left', err)
             return False

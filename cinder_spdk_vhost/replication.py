@@ -83,42 +83,39 @@ class Replicas(pools.Part):
 
     # -- placement -------------------------------------------------------
 
-    def _candidates(self, size_gb, whole=False, skip=()):
-        """(free bytes, peer, lvol store) of every peer with room.
+    def _candidates(self, size_gb, skip=()):
+        """(room, peer, lvol store) of every peer with room for a copy.
 
-        Room for a thin lvol is any free cluster (the scheduler's
-        over-subscription ratio governs the backend's own pools); a
-        thick one needs its whole size, as does one the compute host
-        will rebuild (``whole``): a rebuild writes every block. Peers
-        in ``skip`` are not asked.
+        Room for its whole size, thin or not: a compute host that loses
+        a copy rebuilds it, writing every block, and a rebuild that
+        cannot fit fails at its end and starts again. The room of a
+        store keeps as much for the copies placed before
+        (:meth:`peers.Peer.rooms`). Peers in ``skip`` are not asked.
         """
         found = []
         for peer in self.peers:
             if peer in skip:
                 continue
             try:
-                free, lvs = peer.free_bytes()
+                room, lvs = peer.room()
             except rpc_exc.SpdkRpcError as err:
                 LOG.warning('Replica target %(peer)s: %(err)s',
                             {'peer': peer, 'err': err})
                 continue
-            thin = peer.conf.spdk_thin_provision and not whole
-            if free > 0 and (thin or free >= size_gb * lvols.GIB +
-                             superblock.DATA_OFFSET):
-                found.append((free, peer, lvs))
+            if room >= size_gb * lvols.GIB + superblock.DATA_OFFSET:
+                found.append((room, peer, lvs))
         return sorted(found, key=lambda item: -item[0])
 
     def available(self):
         """How many copies a new 1 GiB volume could have now."""
         return 1 + len(self._candidates(1))
 
-    def place(self, volume, limits, rb, wanted=None, skip=(),
-              whole=False):
+    def place(self, volume, limits, rb, wanted=None, skip=()):
         """Make the volume's other copies, each on its own peer.
 
         ``wanted``: how many (all but its own, by default), on peers not
-        in ``skip`` with room for them (``whole``: see
-        :meth:`_candidates`); returns [(peer, alias)] of those made.
+        in ``skip`` with room for them (:meth:`_candidates`); returns
+        [(peer, alias)] of those made.
         """
         if wanted is None:
             wanted = replica_type.copies(volume) - 1
@@ -126,7 +123,7 @@ class Replicas(pools.Part):
             return []
         # Nor those away: asked again, each would cost its connection
         # retries once more (Cinder's reschedules of a create too).
-        found = self._candidates(volume.size, whole, skip=set(skip) | {
+        found = self._candidates(volume.size, skip=set(skip) | {
             peer for peer in self.peers if peer.away})
         if len(found) < wanted:
             raise exception.VolumeBackendAPIException(
@@ -291,12 +288,28 @@ class Replicas(pools.Part):
         if replica_type.copies(volume) == 1:
             return
         held = self.copies_left(volume, 'extending')
+        size_mib = replica_type.lvol_mib(volume, size_gb)
         for peer, copy in held:
-            peer.pools.grow(copy, replica_type.lvol_mib(volume, size_gb),
-                            limits, rb)
+            self._check_growth(volume, peer, copy, size_mib)
+        for peer, copy in held:
+            peer.pools.grow(copy, size_mib, limits, rb)
         if not any(att.attach_status in export.LIVE
                    for att in volume.volume_attachment):
             self.sync.resize(volume, lvol, held, size_gb, rb)
+
+    @staticmethod
+    def _check_growth(volume, peer, copy, size_mib):
+        """Refuse growing a copy whose rebuild would then not fit."""
+        more = (size_mib - copy.size_mib) * lvols.MIB
+        room = peer.rooms().get(copy.lvs, 0)
+        if more > room:
+            raise exception.VolumeBackendAPIException(
+                data='volume %s cannot grow to %d GiB: its copy on %s would '
+                     'need %d MiB more room in lvol store %s for a rebuild '
+                     '(which writes every block) to fit, and it has %d MiB; '
+                     'make room there first' % (
+                         volume.id, size_mib // 1024, peer, more // lvols.MIB,
+                         copy.lvs, max(0, room) // lvols.MIB))
 
     def apply_qos(self, volume, limits, rb):
         held, away = self.reachable(volume)

@@ -57,14 +57,17 @@ LVSTORES = {'lvs0': 4096, 'lvs1': 2048}
 # The storage nodes (host names, and the targets' ids in Cinder and
 # Nova): the backend's own, then those of replicated volumes' other
 # copies. storage-c has less room than storage-b: a volume of two copies
-# has its second on storage-b (placement picks the most free space), one
-# of three has a copy on each.
+# has its second on storage-b (placement picks the most room), one of
+# three has a copy on each. Each node keeps a whole copy's room for each
+# copy it holds (a rebuild writes every block): storage-b has room for
+# five 1 GiB copies (a 2 GiB volume, its snapshot and a 2 GiB clone of
+# it), storage-c for two (or one grown to 2 GiB).
 TARGET_ID = 'storage-a'
 REPLICA_TARGET_ID = 'storage-b'
 THIRD_TARGET_ID = 'storage-c'
 REPLICA_LVSTORE = 'lvs0'
-REPLICA_LVSTORE_MIB = 2048
-THIRD_LVSTORE_MIB = 1536
+REPLICA_LVSTORE_MIB = 6144
+THIRD_LVSTORE_MIB = 3072
 NVMF_PORT = 4420
 SERVICES = ('cinder-scheduler', 'cinder-volume', 'cinder-backup',
             'cinder-api')

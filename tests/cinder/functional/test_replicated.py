@@ -50,7 +50,10 @@ from tests.cinder.functional import test_driver
 MIB = test_driver.MIB
 CONF = cfg.CONF
 #: Peer section -> (its target id, lvstore MiB): C has the most room.
-PEERS = {'spdk-b': ('storage-b', 1024), 'spdk-c': ('storage-c', 1536)}
+#: Each keeps a whole copy's room per copy (a rebuild writes every
+#: block): B has room for three copies of a 1 GiB volume, C for three
+#: and most of a fourth.
+PEERS = {'spdk-b': ('storage-b', 3584), 'spdk-c': ('storage-c', 4096)}
 QOS = {'total_iops_sec': '4000'}
 
 
@@ -763,8 +766,8 @@ class ReplaceTest(WrittenTestCase):
             spdk_nvmf_port=self.driver.configuration.spdk_nvmf_port)
 
     def roomy_peer(self):
-        """A new peer with room for a whole copy of a 1 GiB volume."""
-        self.peers['spdk-d'] = self.start_peer('spdk-d', 'storage-d', 2048)
+        """A new peer with the most room of all."""
+        self.peers['spdk-d'] = self.start_peer('spdk-d', 'storage-d', 4608)
         return 'spdk-d'
 
     def assertMirroredAnew(self, volume, other, data):
@@ -852,8 +855,7 @@ class ReplaceTest(WrittenTestCase):
         self.assertIn('lost: made anew when it is next attached',
                       marks(volume)[health.PROBLEM])
         moved = self.driver.initialize_connection(volume, self.host)['data']
-        # Not on the other peer: a rebuilt copy needs the volume's whole
-        # size free, which only the new one has.
+        # On the peer with the most room: the new one.
         self.assertEqual(['storage-d', 'storage-target'],
                          sorted(r['target_id'] for r in moved['replicas']))
         self.driver.get_volume_stats(refresh=True)

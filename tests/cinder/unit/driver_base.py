@@ -36,6 +36,8 @@ class DriverTestCase(base.CinderTestCase):
     """One set-up driver (``self.driver``) on ``self.fake``."""
 
     lvstores = (LVS,)
+    #: 1 MiB clusters in each lvol store.
+    clusters = 1024
 
     def setUp(self):
         super().setUp()
@@ -46,7 +48,8 @@ class DriverTestCase(base.CinderTestCase):
 
     def reset(self):
         """A new empty target, and a driver set up on it."""
-        self.fake = fake_spdk.FakeSpdk(lvstores=self.lvstores)
+        self.fake = fake_spdk.FakeSpdk(lvstores=self.lvstores,
+                                       clusters=self.clusters)
         self.driver = self.make_driver()
         return self.driver
 

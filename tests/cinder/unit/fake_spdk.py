@@ -217,9 +217,11 @@ class FakeSpdk(spdk_rpc_bdev.FrameworkMethods,
             raise _errno(errno.EEXIST, code)
 
     def _free_clusters(self, store):
-        used = sum(lvol['size'] // store['cluster_size']
+        """A thick lvol's clusters, and those a thin one has written."""
+        used = sum(lvol.get('allocated', 0) if lvol['thin']
+                   else lvol['size'] // store['cluster_size']
                    for lvol in self.lvols.values()
-                   if lvol['lvs'] == store['name'] and not lvol['thin'])
+                   if lvol['lvs'] == store['name'])
         return store['total_data_clusters'] - used
 
     def _add(self, lvs, name, size, thin, **extra):
@@ -245,7 +247,9 @@ class FakeSpdk(spdk_rpc_bdev.FrameworkMethods,
         info = {'lvol_store_uuid': store['uuid'],
                 'base_bdev': store['base_bdev'],
                 'thin_provision': lvol['thin'],
-                'num_allocated_clusters': lvol.get('allocated', 0),
+                # A thick lvol has every cluster from its creation.
+                'num_allocated_clusters': lvol.get('allocated', 0 if (
+                    lvol['thin']) else lvol['size'] // store['cluster_size']),
                 'snapshot': bool(self._clones(lvol)),
                 'clone': lvol['parent'] is not None,
                 'esnap_clone': lvol['esnap'] is not None}

@@ -121,6 +121,8 @@ class CatchupOwnerTest(dbase.DriverTestCase):
 class AwayTest(dbase.DriverTestCase):
     """A peer that did not answer is not asked again for a while."""
 
+    clusters = 2048  # room for a whole copy of a 1 GiB volume
+
     def test_away_until_it_answers_or_the_time_is_up(self):
         peer = peers.Peer('spdk-b', peers.section('spdk-b'))
         self.fake.fail('bdev_get_bdevs', rpc_exc.Timeout)
