@@ -15,6 +15,7 @@ from cinderclient import client as cinder_client
 from novaclient import exceptions as nova_exc
 import testtools
 
+from spdk_vhost_core import host_settings
 from testbed.guest import qemu
 from testbed import waiting
 from tests.deployment import base
@@ -202,8 +203,10 @@ class NovaTestCase(base.DeploymentTestCase):
         """An attachment's state is on the hosts that use it, and only there.
 
         Each end's DH-HMAC-CHAP key files (the compute node's and the
-        storage node's), and the compute target's saved config holding
-        the volume's controller.
+        storage node's, each readable by its owner only), the compute
+        target's saved config holding the volume's controller, and the
+        storage node's saved config and record of connected hosts (its
+        agent's, readable by the node's ``spdk`` group, no one else).
         """
         node, dep = self.cloud.node, self.deployment
         everyone = [node.host] + [target.host
@@ -213,13 +216,27 @@ class NovaTestCase(base.DeploymentTestCase):
             paths = [key['path'] for key in rpc('keyring_get_keys')]
             self.assertNotEqual([], paths, 'no key on %s' % host.name)
             for path in paths:
-                self.assertEqual([host.name], [
-                    other.name for other in everyone if other.exists(path)],
-                    path)
-                self.assertFalse(os.path.exists(path), path)
+                self.assertOnlyOn(host, everyone, path, 0o600)
+        self.assertOnlyOn(node.host, everyone, compute_node.SAVED_CONFIG,
+                          0o640)
         with open(node.host.path(compute_node.SAVED_CONFIG)) as saved:
             self.assertIn('vhost-' + volume_id, saved.read())
-        self.assertFalse(os.path.exists(compute_node.SAVED_CONFIG))
+        storage = dep.target.host
+        saved = dep.agent.saved_config
+        for path in (saved, saved + host_settings.SUFFIX):
+            self.assertOnlyOn(storage, everyone, path, 0o640)
+        with open(storage.path(saved)) as doc:
+            self.assertIn(volume_id, doc.read())
+        self.assertIn(node.host_nqn, host_settings.read(storage.path(saved)))
+
+    def assertOnlyOn(self, host, everyone, path, mode=None):
+        """``path`` is on ``host`` alone (``mode``: with that mode)."""
+        self.assertEqual([host.name], [
+            other.name for other in everyone if other.exists(path)], path)
+        self.assertFalse(os.path.exists(path), path)
+        if mode is not None:
+            self.assertEqual(oct(mode), oct(os.stat(
+                host.path(path)).st_mode & 0o777), path)
 
     def controllers(self):
         return [c['ctrlr'] for c in self.compute_rpc('vhost_get_controllers')]
