@@ -92,6 +92,7 @@ class SpdkVhostDriver(manageable.ManageMethods, driver.VolumeDriver):
         conf = self.configuration
         validation.check_config(conf, self.cluster_name)
         validation.check_tools(conf)
+        validation.warn_rebuild_room(conf)
         if conf.spdk_rpc_address is None and not conf.spdk_agent_url:
             brick_validation.warn_if_world_writable(conf.spdk_rpc_socket)
         self.client = spdk_rpc.SpdkClient.from_conf(conf)

@@ -16,10 +16,13 @@ from urllib import parse as urlparse
 
 from cinder import exception
 from oslo_config import cfg
+from oslo_log import log
 
 from spdk_vhost_core import options as rpc_options
 from spdk_vhost_core import saved_config
 from spdk_vhost_core import validation as brick_validation
+
+LOG = log.getLogger(__name__)
 
 # SPDK lvol and lvol store names: at most 63 bytes (SPDK_LVOL_NAME_MAX
 # minus the NUL); ours are also never paths.
@@ -118,6 +121,28 @@ def check_config(conf, cluster=None):
     if problem:
         raise _bad_option('spdk_saved_config', conf.spdk_saved_config,
                           problem)
+
+
+def warn_rebuild_room(conf):
+    """Warn where own copies of replicated volumes may not rebuild.
+
+    A rebuild writes every block of a copy. The copies on replica
+    targets keep room for that (:meth:`peers.Peer.rooms`); the own
+    copies are in the backend's pools, which Cinder's scheduler fills up
+    to ``max_over_subscription_ratio`` times their size.
+    """
+    ratio = str(conf.max_over_subscription_ratio)
+    try:
+        over = float(ratio) > 1.0
+    except ValueError:
+        over = True  # 'auto': whatever the pool's use makes it
+    if conf.spdk_replica_targets and conf.spdk_thin_provision and over:
+        LOG.warning('max_over_subscription_ratio is %s: the pools of this '
+                    'backend, which hold the own copies of replicated '
+                    'volumes, may be over-subscribed, and a rebuild of '
+                    'such a copy (which writes every block) may then not '
+                    'fit; set it to 1.0 on a backend whose volume types '
+                    'ask for copies', ratio)
 
 
 def check_tools(conf):

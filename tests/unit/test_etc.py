@@ -60,7 +60,8 @@ class SnippetTest(base.TestCase):
         """The hyperconverged host's, and a controller's with its peers."""
         known = _names(cinder_opts) | {'volume_driver',
                                        'volume_backend_name',
-                                       'backup_use_temp_snapshot'}
+                                       'backup_use_temp_snapshot',
+                                       'max_over_subscription_ratio'}
         for snippet in ('cinder-backend.conf', 'cinder-controller.conf'):
             conf = ini.read(os.path.join(ini.SNIPPETS, snippet))
             backend = conf['DEFAULT']['enabled_backends']

@@ -3,6 +3,7 @@
 from cinder import exception
 from cinder.volume import configuration
 from cinder.volume import driver as cinder_driver
+import fixtures
 
 from cinder_spdk_vhost import driver as spdk_driver
 from cinder_spdk_vhost import peers
@@ -175,3 +176,27 @@ class ToolsTest(dbase.DriverTestCase):
         # is no executable here.
         peer = peers.Peer.from_section('peer-b')
         self.assertEqual('peer-b', peer.name)
+
+
+class RebuildRoomTest(dbase.DriverTestCase):
+    """The own copies' rebuild room is the over-subscription ratio's."""
+
+    WARNING = 'max_over_subscription_ratio is'
+
+    def logged(self, **overrides):
+        logger = self.useFixture(fixtures.FakeLogger())
+        self.make_driver(**overrides)
+        return logger.output
+
+    def test_replicas_on_over_subscribed_pools_are_warned_of(self):
+        for ratio in ('20.0', 'auto'):
+            self.assertIn(self.WARNING, self.logged(
+                spdk_replica_targets=['peer-b'],
+                max_over_subscription_ratio=ratio))
+
+    def test_no_warning_without_copies_or_over_subscription(self):
+        self.assertNotIn(self.WARNING, self.logged(
+            max_over_subscription_ratio='20.0'))
+        self.assertNotIn(self.WARNING, self.logged(
+            spdk_replica_targets=['peer-b'],
+            max_over_subscription_ratio='1.0'))
