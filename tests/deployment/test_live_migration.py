@@ -243,21 +243,17 @@ class TestNovaLiveMigration(nova_base.NovaTestCase):
         NVMe-oF controller reconnects and no write fails.
         """
         dep = self.deployment
-        shell.execute(qemu.writer_start('vda', *BOOT_WRITER))
-        writer.writes_after(shell)
-        dep.target.kill()
-        self.addCleanup(dep.start_storage_node, dep.target, dep.agent)
-        started = time.monotonic()
-        dep.target.start()
-        restart = time.monotonic() - started
-        self.assertEqual([host.host_nqn], self.admitted(boot.id))
-        writer.writes_after(shell)
-        result = shell.execute(qemu.writer_stop(), timeout=60)
-        self.assertEqual('0', result['writer.failures'])
+
+        def restart():
+            dep.target.kill()
+            self.addCleanup(dep.start_storage_node, dep.target, dep.agent)
+            started = time.monotonic()
+            dep.target.start()
+            return time.monotonic() - started
+        took, stall = self.boot_writes_across(shell, boot, host, restart)
         print('STORAGE TARGET RESTARTED under a single-copy volume\'s '
               'writer: back in %.1f s, the guest stalled at most %s ms'
-              % (restart, result['writer.max_gap_ms']))
-        self.assert_written(shell, 'vda', BOOT_WRITER)
+              % (took, stall))
         self.assert_root_intact(shell)
 
     def upgrade_the_boot_node(self, shell, boot, host):
@@ -276,17 +272,29 @@ class TestNovaLiveMigration(nova_base.NovaTestCase):
         record = host_settings.read(
             dep.target.host.path(dep.agent.saved_config))
         self.assertEqual([host.host_nqn], sorted(record))
-        shell.execute(qemu.writer_start('vda', *BOOT_WRITER))
-        writer.writes_after(shell)
-        said = target_upgrade.upgrade(dep.target, dep.agent.saved_config)
+        said, stall = self.boot_writes_across(
+            shell, boot, host,
+            lambda: target_upgrade.upgrade(dep.target, dep.agent.saved_config))
         self.assertIn('every connected NVMe-oF host rides out',
                       '\n'.join(said))
+        print('STORAGE NODE UPGRADED under a single-copy volume\'s writer '
+              '(the command: "%s"): the guest stalled at most %s ms'
+              % (said[-1], stall))
+        self.delete_snapshot(self.create_snapshot(boot.id, force=True).id)
+
+    def boot_writes_across(self, shell, boot, host, disrupt):
+        """``disrupt()`` under the guest's writer on its boot volume.
+
+        Then the boot volume's export admits ``host`` alone, the writer
+        wrote on, no write failed and what it wrote reads back. Returns
+        what ``disrupt`` returned and the guest's longest stall (ms).
+        """
+        shell.execute(qemu.writer_start('vda', *BOOT_WRITER))
+        writer.writes_after(shell)
+        value = disrupt()
         self.assertEqual([host.host_nqn], self.admitted(boot.id))
         writer.writes_after(shell)
         result = shell.execute(qemu.writer_stop(), timeout=60)
         self.assertEqual('0', result['writer.failures'])
-        print('STORAGE NODE UPGRADED under a single-copy volume\'s writer '
-              '(the command: "%s"): the guest stalled at most %s ms'
-              % (said[-1], result['writer.max_gap_ms']))
         self.assert_written(shell, 'vda', BOOT_WRITER)
-        self.delete_snapshot(self.create_snapshot(boot.id, force=True).id)
+        return value, result['writer.max_gap_ms']
