@@ -1,5 +1,8 @@
-"""Stopping the helper processes tests start (SPDK targets, services),
-and adopting those a command started and left."""
+"""Stopping the processes tests start, and adopting those a command left.
+
+The processes: SPDK targets, services, and what an upgrade command
+started in a target's place.
+"""
 
 import contextlib
 import ctypes
@@ -45,9 +48,9 @@ def adopting_orphans():
 
     A command that starts a long-lived process and exits (the upgrade
     command and the target it starts) leaves it to the nearest
-    subreaper: this process, while inside. Only for that while: a
-    libvirtd daemonizes each QEMU, and libvirt tells a QEMU gone from
-    one that no one reaps.
+    subreaper: this process, while inside. Only for that while: libvirtd
+    daemonizes each QEMU, and would take one that exited for one still
+    running if its exit waited for this process to reap it.
     """
     _subreaper(True)
     try:
