@@ -70,6 +70,9 @@ LIMIT_MIB = 200
 #: Seconds a migrate call may take before the test aborts it and fails:
 #: libvirt's call blocks in C, where no test timeout reaches it.
 MIGRATE_DEADLINE = 300
+#: How long an aborted migrate call may take to return, aborted again
+#: every 10 s: under a full run's load one abort was not enough.
+ABORT_DEADLINE = 180
 
 
 def sha256(token, length):
@@ -115,7 +118,8 @@ class LiveMigrationTest(base.TestCase):
         storage = targets.storage(self)
         self.storage = storage
         # The second copy's target, for replicated volume types.
-        self.replica = targets.storage(self, 'storage-b')
+        # Room for a whole copy: the rebuild writes every block.
+        self.replica = targets.storage(self, 'storage-b', size_mib=2048)
         self.cinder = self.useFixture(service_process.ServiceProcess(
             service_process.CINDER))
         self.cinder.call('start', rpc_socket=storage.socket_path,
@@ -519,14 +523,17 @@ class LiveMigrationTest(base.TestCase):
                     and job.memory_processed > 0)
         waiting.wait_for('a migration job copying memory', copying, 30,
                          interval=0.2)
-        # An abort can be lost (seen once on this machine, the migrate
-        # call then running on): abort until the call returns.
-        for _attempt in range(6):
+        # An abort can be lost (seen on this machine under load, the
+        # migrate call then running on): abort until the call returns.
+        deadline = time.monotonic() + ABORT_DEADLINE
+        while True:
             a.driver.live_migration_abort(inst)
             thread.join(10)
-            if not thread.is_alive():
+            if not thread.is_alive() or time.monotonic() > deadline:
                 break
             LOG.warning('the migration is still running after its abort')
+        self.assertFalse(thread.is_alive(), 'the migrate call still runs '
+                         '%d s after the first abort' % ABORT_DEADLINE)
         self.assertEqual(1, len(failed))
 
         # Nova's _rollback_live_migration: remove_volume_connection on
