@@ -290,7 +290,7 @@ class Replicas(pools.Part):
         held = self.copies_left(volume, 'extending')
         size_mib = replica_type.lvol_mib(volume, size_gb)
         for peer, copy in held:
-            self._check_growth(volume, peer, copy, size_mib)
+            self._check_growth(volume, peer, copy, size_gb, size_mib)
         for peer, copy in held:
             peer.pools.grow(copy, size_mib, limits, rb)
         if not any(att.attach_status in export.LIVE
@@ -298,7 +298,7 @@ class Replicas(pools.Part):
             self.sync.resize(volume, lvol, held, size_gb, rb)
 
     @staticmethod
-    def _check_growth(volume, peer, copy, size_mib):
+    def _check_growth(volume, peer, copy, size_gb, size_mib):
         """Refuse growing a copy whose rebuild would then not fit."""
         more = (size_mib - copy.size_mib) * lvols.MIB
         room = peer.rooms().get(copy.lvs, 0)
@@ -308,7 +308,7 @@ class Replicas(pools.Part):
                      'need %d MiB more room in lvol store %s for a rebuild '
                      '(which writes every block) to fit, and it has %d MiB; '
                      'make room there first' % (
-                         volume.id, size_mib // 1024, peer, more // lvols.MIB,
+                         volume.id, size_gb, peer, more // lvols.MIB,
                          copy.lvs, max(0, room) // lvols.MIB))
 
     def apply_qos(self, volume, limits, rb):

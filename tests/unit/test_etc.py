@@ -45,7 +45,7 @@ class SampleConfigTest(base.TestCase):
                          namespaces)
         for config in configs:
             committed = os.path.join(
-                ETC, 'spdk-vhost', ini.read(config)['DEFAULT']['output_file']
+                ini.SNIPPETS, ini.read(config)['DEFAULT']['output_file']
                 .split('/')[-1])
             fresh = os.path.join(tmp, os.path.basename(committed))
             generator.main(['--config-file', config, '--output-file', fresh])
