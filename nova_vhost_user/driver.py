@@ -20,6 +20,7 @@ from nova_vhost_user import libvirt_config
 from nova_vhost_user import memory
 from nova_vhost_user import migration
 from nova_vhost_user import reactors
+from nova_vhost_user import rpc_access
 from nova_vhost_user import spdk_memory
 from nova_vhost_user import volume
 from os_brick_connector import conf_check
@@ -53,6 +54,8 @@ class LibvirtVhostUserDriver(libvirt_driver.LibvirtDriver):
         super().init_host(host)
         self._check_spdk_options()
         conf = CONF.spdk_vhost
+        if conf.spdk_rpc_address is None:
+            self._check_qemu_rpc_access(conf.spdk_rpc_socket)
         with spdk_rpc.SpdkClient.from_conf(conf) as client:
             self._check_spdk_version(client)
             if conf.nova_check_reactor_overlap:
@@ -61,6 +64,11 @@ class LibvirtVhostUserDriver(libvirt_driver.LibvirtDriver):
                     refuse=conf.nova_refuse_reactor_overlap)
             if conf.nova_check_spdk_memory and conf.spdk_rpc_address is None:
                 spdk_memory.check(client, conf.spdk_rpc_socket)
+
+    def _check_qemu_rpc_access(self, socket_path):
+        """Refuse to start where a guest's QEMU could drive SPDK."""
+        capabilities = self._host.get_connection().getCapabilities()
+        rpc_access.check(capabilities, CONF.libvirt.virt_type, socket_path)
 
     @staticmethod
     def _check_spdk_version(client):

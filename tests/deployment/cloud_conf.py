@@ -20,7 +20,8 @@ COMPUTE_HOST = 'deploy-compute'
 # The Nova services of the controller (this machine) are on this host.
 CONTROLLER_HOST = 'deploy-controller'
 COMPUTE_TARGET_ID = 'compute-target'
-QEMU_GROUP = 'kvm'
+# QEMU's group, as the install guide gives the vhost sockets to it.
+QEMU_GROUP = 'libvirt-qemu'
 
 
 def _conf(sections):

@@ -85,6 +85,7 @@ class TestInstallGuide(base.DeploymentTestCase):
                                 ('filter_scheduler', 'enabled_filters'),
                                 ('spdk_vhost', 'numa_policy'),
                                 ('spdk_vhost', 'guest_memory_source'),
+                                ('spdk_vhost', 'vhost_socket_group'),
                                 ('spdk_vhost', 'vhost_socket_mode')):
             self.assertEqual(guide[section][option], ours[section][option])
 

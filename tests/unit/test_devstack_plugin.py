@@ -55,6 +55,7 @@ class PluginTestBase(base.TestCase):
             'SYSTEMCTL': 'systemctl',
             'ENABLED_SERVICES': 'c-api,c-vol,n-api,n-cpu,tempest',
             'SPDK_GROUP': grp.getgrgid(os.getgid()).gr_name,
+            'SPDK_QEMU_GROUP': 'nogroup',
             'SPDK_DIR': self.spdk_dir,
             'SPDK_TARGET_ID': 'aio-host',
             'SPDK_BUILD_SCRIPT': self.path('build-spdk.sh'),
@@ -317,13 +318,19 @@ class DevstackPluginTest(PluginTestBase):
     def test_vhost_sockets_are_born_for_qemu(self):
         # As etc/systemd's units: a setgid socket directory and a umask
         # leaving the group read-write, so that the sockets a restarted
-        # target makes again let QEMU (in SPDK_GROUP) reconnect.
+        # target makes again let QEMU (in SPDK_QEMU_GROUP) reconnect;
+        # QEMU only passes through the state directory.
         self.prebuilt_spdk()
         self.run_plugin('post-config')
         self.assertEqual('0007', self.dropin()['UMask'])
-        sock_dir = os.stat(os.path.join(self.env['DATA_DIR'], 'spdk',
-                                        'vhost'))
-        self.assertEqual(0o2770, stat.S_IMODE(sock_dir.st_mode))
+        state_dir = os.path.join(self.env['DATA_DIR'], 'spdk')
+        sock_dir = os.stat(os.path.join(state_dir, 'vhost'))
+        self.assertEqual((0o2770, 'nogroup'), (
+            stat.S_IMODE(sock_dir.st_mode),
+            grp.getgrgid(sock_dir.st_gid).gr_name))
+        self.assertEqual((0o2771, self.env['SPDK_GROUP']), (
+            stat.S_IMODE(os.stat(state_dir).st_mode),
+            grp.getgrgid(os.stat(state_dir).st_gid).gr_name))
 
     def test_saved_config_is_not_overwritten(self):
         self.prebuilt_spdk()
@@ -386,7 +393,7 @@ class DevstackPluginTest(PluginTestBase):
         self.assertEqual({
             'spdk_rpc_socket': '/var/tmp/spdk.sock',
             'target_id': 'aio-host',
-            'vhost_socket_group': self.env['SPDK_GROUP'],
+            'vhost_socket_group': 'nogroup',
             'vhost_socket_mode': '0660',
             'guest_memory_source': 'memfd',
             'spdk_saved_config': self.saved_config(),

@@ -250,7 +250,9 @@ class SystemdUnitTest(base.TestCase):
                 if k in ('ExecStartPost', 'ExecStop', 'Restart',
                          'RestartSec', 'TimeoutStartSec', 'LimitMEMLOCK',
                          'LimitNOFILE', 'Requires', 'Environment',
-                         'WantedBy', 'UMask')]
+                         'WantedBy', 'UMask')
+                # Only the units with vhost sockets name QEMU's group.
+                and not v.startswith('QEMU_GROUP=')]
             self.assertEqual(self.argument('-r'), self.argument('-r', name))
             self.assertEqual(self.argument('--json'),
                              self.argument('--json', name))
@@ -308,20 +310,39 @@ class SystemdUnitTest(base.TestCase):
                  if o.name == 'spdk_saved_config']
         self.assertEqual(options.SAVED_CONFIG, opt.default)
 
+    def environment(self, name):
+        return dict(value.split('=', 1) for _s, key, value
+                    in _unit_lines(self.unit_path(name))
+                    if key == 'Environment')
+
+    def install_dirs(self, name):
+        """{directory: (mode, group)} of the unit's ``install -d`` lines."""
+        dirs = {}
+        for _s, key, value in _unit_lines(self.unit_path(name)):
+            words = value.split()
+            if key == 'ExecStartPre' and words[:2] == [
+                    '/usr/bin/install', '-d']:
+                group = words[words.index('-g') + 1]
+                dirs[words[-1]] = (words[words.index('-m') + 1],
+                                   self.environment(name).get(
+                                       group[2:-1], group)
+                                   if group.startswith('${') else group)
+        return dirs
+
     def test_sockets_are_born_for_qemu_after_any_restart(self):
         # The target (re)makes every vhost socket itself: its umask and
         # the setgid directory's group are all the access QEMU gets back.
+        # The state directory is the services' (spdk): QEMU, not in it,
+        # only passes through.
         from testbed import spdk_target
-        lines = self.tmpfiles()
+        made = {path: (mode, group)
+                for _d, path, mode, _u, group, _a in self.tmpfiles()}
         for name in UNITS:
             self.assertEqual('%04o' % spdk_target.SERVICE_UMASK,
                              self.unit_section(name)['UMask'], name)
             state = os.path.dirname(self.argument('--json', name))
-            self.assertIn(['d', state, '2770', 'root', 'spdk', '-'], lines)
-            pre = [v for _, k, v in _unit_lines(self.unit_path(name))
-                   if k == 'ExecStartPre']
-            self.assertIn('/usr/bin/install -d -m 2770 -g spdk %s' % state,
-                          pre, name)
+            self.assertEqual(('2771', 'spdk'), made[state])
+            self.assertEqual(made[state], self.install_dirs(name)[state])
 
     @staticmethod
     def tmpfiles():
@@ -329,13 +350,24 @@ class SystemdUnitTest(base.TestCase):
             return [line.split() for line in f
                     if line.strip() and not line.startswith('#')]
 
-    def test_vhost_dir_is_made_by_tmpfiles_and_allowed_by_apparmor(self):
-        lines = self.tmpfiles()
+    def test_vhost_sockets_are_qemus_group_and_the_rpc_socket_is_not(self):
+        made = {path: (mode, group)
+                for _d, path, mode, _u, group, _a in self.tmpfiles()}
+        nova = ini.read(os.path.join(ini.SNIPPETS, 'nova-compute.conf'))
+        qemu_group = nova['spdk_vhost']['vhost_socket_group']
         with open(os.path.join(ETC, 'apparmor.d', 'local', 'abstractions',
                                'libvirt-qemu')) as f:
             apparmor = f.read()
         for name in ('spdk-tgt.service', 'spdk-vhost.service'):
             vhost_dir = self.argument('-S', name)
-            self.assertIn(['d', vhost_dir, '2770', 'root', 'spdk', '-'],
-                          lines)
+            self.assertEqual(('2770', qemu_group), made[vhost_dir], name)
+            self.assertEqual(made[vhost_dir],
+                             self.install_dirs(name)[vhost_dir], name)
             self.assertIn('%s/* rw,' % vhost_dir, apparmor)
+        for name in UNITS:
+            post = [value for _s, key, value
+                    in _unit_lines(self.unit_path(name))
+                    if key == 'ExecStartPost']
+            self.assertIn('/bin/chgrp spdk %s' % self.argument('-r', name),
+                          post, name)
+            self.assertNotEqual('spdk', qemu_group)

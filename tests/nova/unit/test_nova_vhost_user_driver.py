@@ -459,6 +459,8 @@ class TestInitHost(DriverTestCase):
         # The [spdk_vhost] checks are another test's business.
         self.useFixture(fixtures.MockPatchObject(
             driver.LibvirtVhostUserDriver, '_check_spdk_options'))
+        self.useFixture(fixtures.MockPatchObject(
+            driver.LibvirtVhostUserDriver, '_check_qemu_rpc_access'))
         self.driver._host = mock.Mock(spec=['get_online_cpus'])
         self.driver._host.get_online_cpus.return_value = {0, 1, 2, 3}
         self.target = FakeSpdk([0])
