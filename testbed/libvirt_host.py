@@ -60,9 +60,6 @@ def _daemons(listen=False):
             % ('--listen ' if listen else '')]
 
 
-QEMU_USER = 'libvirt-qemu'
-
-
 class LibvirtHostError(RuntimeError):
     pass
 
