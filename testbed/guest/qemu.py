@@ -321,7 +321,8 @@ class Guest(object):
         self._console = Console(self._proc.stdout)
         self._started_at = time.monotonic()
 
-    def _failure_tail(self):
+    def failure_tail(self):
+        """The console's last lines and QEMU's stderr, for failures."""
         tail = self._console.tail() if self._console else ''
         try:
             with open(self._stderr_path) as f:
@@ -343,7 +344,7 @@ class Guest(object):
             return pos
         exited = self._console.closed
         self.kill()
-        tail = self._failure_tail()
+        tail = self.failure_tail()
         if exited:
             raise GuestError('guest exited before %s (qemu rc=%s)'
                              % (what, self._proc.returncode), tail)
@@ -424,7 +425,7 @@ class Guest(object):
             raise ValueError('guest commands must be one line of at most '
                              '%d characters' % MAX_COMMAND)
         if not self.running:
-            raise GuestError('guest is not running', self._failure_tail())
+            raise GuestError('guest is not running', self.failure_tail())
         self._next_id += 1
         cmd_id = self._next_id
         start = len(self._console.lines)
@@ -446,7 +447,7 @@ class Guest(object):
             self._proc.stdin.flush()
         except OSError as err:
             raise GuestError('guest console closed: %s' % err,
-                             self._failure_tail()) from err
+                             self.failure_tail()) from err
 
     def kernel_log(self):
         """The running guest's dmesg, for failure messages."""

@@ -74,6 +74,31 @@ class SpdkVhostExports(fixtures.Fixture):
         self.target.start()
         self._export()
 
+    def seen(self, guest):
+        """What a guest that lost its disks and the target show."""
+        try:
+            controllers = self.target.rpc('vhost_get_controllers')
+        except Exception as err:  # a failure message: say why not
+            controllers = 'no answer: %s' % err
+        try:
+            kernel_log = '\n'.join(guest.kernel_log()[-20:])
+        except Exception as err:
+            kernel_log = 'no answer: %s' % err
+        # A new request kicks the queue: whether the writer then goes on
+        # tells a lost notification from a lost connection.
+        try:
+            before = guest.execute(qemu.writer_status())['writer.writes']
+            guest.execute(qemu.read_back('vda', 0, 4096), timeout=30)
+            after = guest.execute(qemu.writer_status())['writer.writes']
+            probe = ('a read of vda returned; the writer went from %s to %s '
+                     'writes' % (before, after))
+        except Exception as err:
+            probe = 'a read of vda did not return: %s' % err
+        return ('--- vhost controllers ---\n%s\n--- guest kernel ---\n%s\n'
+                '--- probe ---\n%s\n--- guest ---\n%s\n--- target log ---\n'
+                '%s' % (controllers, kernel_log, probe, guest.failure_tail(),
+                        self.target.log()))
+
     def controller(self, name):
         [ctrlr] = self.target.rpc('vhost_get_controllers', {'name': name})
         return ctrlr
@@ -251,7 +276,8 @@ class TestGuestOnSpdk(base.TestCase):
 
         # QEMU reconnects every second; a TCG guest on a loaded machine
         # may take a while to get its requests going again.
-        writer.writes_after(guest, timeout=180)
+        writer.writes_after(guest, timeout=180,
+                            on_timeout=lambda: exports.seen(guest))
         stopped = guest.execute(qemu.writer_stop())
         self.assertGreater(int(stopped['writer.writes']), before)
         self.assertEqual('0', stopped['writer.failures'])
