@@ -29,7 +29,6 @@ class QemuIdentity(object):
 
     def __init__(self, uid, gid):
         self.uid = uid
-        self.gid = gid
         self.gids = {gid}
         try:
             entry = pwd.getpwuid(uid)

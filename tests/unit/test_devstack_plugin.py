@@ -324,13 +324,13 @@ class DevstackPluginTest(PluginTestBase):
         self.run_plugin('post-config')
         self.assertEqual('0007', self.dropin()['UMask'])
         state_dir = os.path.join(self.env['DATA_DIR'], 'spdk')
-        sock_dir = os.stat(os.path.join(state_dir, 'vhost'))
-        self.assertEqual((0o2770, 'nogroup'), (
-            stat.S_IMODE(sock_dir.st_mode),
-            grp.getgrgid(sock_dir.st_gid).gr_name))
-        self.assertEqual((0o2771, self.env['SPDK_GROUP']), (
-            stat.S_IMODE(os.stat(state_dir).st_mode),
-            grp.getgrgid(os.stat(state_dir).st_gid).gr_name))
+        for path, mode, group in (
+                (os.path.join(state_dir, 'vhost'), 0o2770, 'nogroup'),
+                (state_dir, 0o2771, self.env['SPDK_GROUP'])):
+            info = os.stat(path)
+            self.assertEqual((mode, group), (
+                stat.S_IMODE(info.st_mode),
+                grp.getgrgid(info.st_gid).gr_name), path)
 
     def test_saved_config_is_not_overwritten(self):
         self.prebuilt_spdk()

@@ -264,11 +264,9 @@ class SystemdUnitTest(base.TestCase):
         reserved = dict(item.split(':') for item in
                         nova['DEFAULT']['reserved_huge_pages'].split(','))
         for name in ('spdk-vhost.service', 'spdk-tgt.service'):
-            lines = _unit_lines(self.unit_path(name))
             flags = _flags(_exec_start(self.unit_path(name))[1])
             self.assertEqual('${SPDK_MEM_MB}', flags['-s'], name)
-            mem_mb = int(dict(value.split('=', 1) for _s, key, value in lines
-                              if key == 'Environment')['SPDK_MEM_MB'])
+            mem_mb = int(self.environment(name)['SPDK_MEM_MB'])
             self.assertEqual(mem_mb * 1024,
                              int(reserved['size']) * int(reserved['count']),
                              name)
@@ -317,16 +315,17 @@ class SystemdUnitTest(base.TestCase):
 
     def install_dirs(self, name):
         """{directory: (mode, group)} of the unit's ``install -d`` lines."""
+        environment = self.environment(name)
         dirs = {}
         for _s, key, value in _unit_lines(self.unit_path(name)):
             words = value.split()
-            if key == 'ExecStartPre' and words[:2] == [
+            if key != 'ExecStartPre' or words[:2] != [
                     '/usr/bin/install', '-d']:
-                group = words[words.index('-g') + 1]
-                dirs[words[-1]] = (words[words.index('-m') + 1],
-                                   self.environment(name).get(
-                                       group[2:-1], group)
-                                   if group.startswith('${') else group)
+                continue
+            group = words[words.index('-g') + 1]
+            if group.startswith('${'):
+                group = environment[group[2:-1]]
+            dirs[words[-1]] = (words[words.index('-m') + 1], group)
         return dirs
 
     def test_sockets_are_born_for_qemu_after_any_restart(self):
@@ -335,8 +334,7 @@ class SystemdUnitTest(base.TestCase):
         # The state directory is the services' (spdk): QEMU, not in it,
         # only passes through.
         from testbed import spdk_target
-        made = {path: (mode, group)
-                for _d, path, mode, _u, group, _a in self.tmpfiles()}
+        made = self.tmpfiles()
         for name in UNITS:
             self.assertEqual('%04o' % spdk_target.SERVICE_UMASK,
                              self.unit_section(name)['UMask'], name)
@@ -346,15 +344,18 @@ class SystemdUnitTest(base.TestCase):
 
     @staticmethod
     def tmpfiles():
+        """{directory: (mode, group)} of etc/tmpfiles.d's lines."""
         with open(os.path.join(ETC, 'tmpfiles.d', 'spdk-vhost.conf')) as f:
-            return [line.split() for line in f
-                    if line.strip() and not line.startswith('#')]
+            lines = [line.split() for line in f
+                     if line.strip() and not line.startswith('#')]
+        return {path: (mode, group)
+                for _d, path, mode, _u, group, _a in lines}
 
     def test_vhost_sockets_are_qemus_group_and_the_rpc_socket_is_not(self):
-        made = {path: (mode, group)
-                for _d, path, mode, _u, group, _a in self.tmpfiles()}
+        made = self.tmpfiles()
         nova = ini.read(os.path.join(ini.SNIPPETS, 'nova-compute.conf'))
         qemu_group = nova['spdk_vhost']['vhost_socket_group']
+        self.assertNotEqual('spdk', qemu_group)
         with open(os.path.join(ETC, 'apparmor.d', 'local', 'abstractions',
                                'libvirt-qemu')) as f:
             apparmor = f.read()
@@ -370,4 +371,3 @@ class SystemdUnitTest(base.TestCase):
                     if key == 'ExecStartPost']
             self.assertIn('/bin/chgrp spdk %s' % self.argument('-r', name),
                           post, name)
-            self.assertNotEqual('spdk', qemu_group)
