@@ -24,7 +24,9 @@ controller has reconnected (its storage target is back) or which is new
 a line whenever a volume's state changes
 (``etc/systemd/spdk-vhost-replicas-watch.service`` runs it, its lines
 going to the journal). A controller SPDK gave up still needs ``repair
---properties``.
+--properties``. A member whose rebuild failed is said and held off for
+a while before it is added again (:mod:`rebuild_failures`): a copy whose
+lvol store has no room for it fails every time.
 
 The watcher also brings back what a compute target restarted while a
 storage node was down could not replay from its saved config (a remote
@@ -57,6 +59,7 @@ from os_brick import exception as brick_exc
 from oslo_concurrency import opts as lock_opts
 from oslo_config import cfg
 
+from nova_vhost_user import rebuild_failures
 from os_brick_connector import host_lock
 from os_brick_connector import mirror
 from os_brick_connector import mirror_repair
@@ -93,6 +96,8 @@ def _line(state):
         text += '; %d missing' % state['missing']
     for name, nvme_state in state['lost']:
         text += '; %s %s' % (name, nvme_state)
+    for member in state.get('held', ()):
+        text += '; %s held after a failed rebuild' % member
     if _waiting(state):
         text += '; rebuild waits for the guest to run here (%s)' % (
             state['guest'])
@@ -127,10 +132,11 @@ def list_volumes(client, out, as_json=False, saved=None):
     return max([EXIT[state['state']] for state in states] or [0])
 
 
-def readd(client, volume_id, props=None, conf=None, lock_path=None):
+def readd(client, volume_id, props=None, conf=None, lock_path=None,
+          skip=()):
     """:func:`mirror_repair.readd` under the connector's lock."""
     with host_lock.held(lock_path):
-        mirror_repair.readd(client, volume_id, props, conf)
+        return mirror_repair.readd(client, volume_id, props, conf, skip)
 
 
 def _load_properties(path):
@@ -174,31 +180,70 @@ def _change(state):
     """What a watcher reports a change of (not each percent rebuilt)."""
     return (state['state'], tuple(state['members']), state['missing'],
             (state['rebuilding'] or {}).get('member'), tuple(state['lost']),
-            _waiting(state) and state['guest'])
+            _waiting(state) and state['guest'], tuple(state['held']))
 
 
-def watch_once(client, out, seen, lock_path=None):
+def _say_failed(out, volume_id, failure):
+    out.write('%(volume)s: the rebuild of %(member)s failed (%(percent)d%% '
+              'done when last seen; %(count)d in a row): its storage target '
+              'went away or refused the writes, as an lvol store without '
+              'room for the whole copy does; the watcher adds it again in '
+              '%(wait)d s, "spdk-vhost-replicas repair %(volume)s" at once\n'
+              % dict(failure._asdict(), volume=volume_id))
+
+
+def _round_state(client, volume_id, raid, failures, out):
+    """:func:`describe`, and the members ``failures`` holds off.
+
+    A rebuild seen before that has failed since is said, and held.
+    """
+    state = describe(client, volume_id, raid)
+    failure = failures.observe(volume_id, state)
+    if failure:
+        _say_failed(out, volume_id, failure)
+    state['held'] = sorted(failures.held(volume_id))
+    return state
+
+
+def _addable(state):
+    """Whether the watcher adds a member back to the volume now."""
+    return (state['state'] == mirror.DEGRADED and not state['rebuilding']
+            and state['guest'] == mirror.RUNNING
+            and any(nvme == 'enabled'
+                    and mirror.Member(name).bdev not in state['held']
+                    for name, nvme in state['lost']))
+
+
+def watch_once(client, out, seen, lock_path=None, failures=None):
     """One round of the watcher; ``seen``: volume -> last change, updated.
 
     A volume degraded with no rebuild under way, whose guest runs here,
     gets its reconnected members added back; one SPDK refuses is tried
-    again next round.
+    again next round. A member whose rebuild failed waits as
+    ``failures`` (a :class:`rebuild_failures.RebuildFailures` kept
+    across rounds) holds it off.
     """
+    if failures is None:
+        failures = rebuild_failures.RebuildFailures()
     volumes = mirror.mirrors(client)
     for volume_id in [vid for vid in seen if vid not in volumes]:
         del seen[volume_id]
+        failures.forget(volume_id)
     for volume_id, raid in sorted(volumes.items()):
-        state = describe(client, volume_id, raid)
-        if (state['state'] == mirror.DEGRADED and not state['rebuilding']
-                and state['guest'] == mirror.RUNNING
-                and any(nvme == 'enabled' for _n, nvme in state['lost'])):
+        state = _round_state(client, volume_id, raid, failures, out)
+        if _addable(state):
             try:
-                readd(client, volume_id, lock_path=lock_path)
+                added = readd(client, volume_id, lock_path=lock_path,
+                              skip=state['held'])
             except spdk_exc.SpdkVhostError as err:
                 out.write('%s: could not add a member back: %s\n'
                           % (volume_id, err))
-            state = describe(client, volume_id,
-                             mirror.find(client, volume_id))
+            else:
+                if added:
+                    failures.started(volume_id, added.bdev)
+            state = _round_state(client, volume_id,
+                                 mirror.find(client, volume_id), failures,
+                                 out)
         if seen.get(volume_id) != _change(state):
             seen[volume_id] = _change(state)
             out.write(_line(state) + '\n')
@@ -232,8 +277,9 @@ def watch(client, out, interval, rounds=None, lock_path=None, saved=None):
     and :func:`watch_once`.
     """
     seen, waits = {}, {}
+    failures = rebuild_failures.RebuildFailures()
     steps = (lambda: restore_once(client, out, waits, saved, lock_path),
-             lambda: watch_once(client, out, seen, lock_path))
+             lambda: watch_once(client, out, seen, lock_path, failures))
     done = 0
     while rounds is None or done < rounds:
         for step in steps:

@@ -61,7 +61,7 @@ def _lost(client, raid, state, volume_id, props):
             if member.bdev not in in_raid]
 
 
-def readd(client, volume_id, props=None, conf=None):
+def readd(client, volume_id, props=None, conf=None, skip=()):
     """Bring the volume's lost members back into its mirror.
 
     With the connection properties ``props`` (and the connector's
@@ -72,21 +72,26 @@ def readd(client, volume_id, props=None, conf=None):
     SPDK rebuilds one member at a time and refuses another meanwhile, so
     the others wait for the next repair, once that rebuild ended.
     Nothing happens to a volume not attached here (detached meanwhile),
-    or while a rebuild runs.
+    or while a rebuild runs. Members whose bdev is in ``skip`` are left
+    out (the watcher's holds, :mod:`nova_vhost_user.rebuild_failures`).
+    Returns the :class:`mirror.Member` added, or None.
     """
     name = volume_bdev.name(volume_id)
     raid = mirror.find(client, name)
     if raid is None:
-        return
+        return None
     state = mirror.status(None, name, raid=raid)
     if state['rebuilding']:
-        return
-    out = [member for member in _lost(client, raid, state, volume_id, props)
+        return None
+    lost = [member for member in _lost(client, raid, state, volume_id, props)
+            if member.bdev not in skip]
+    out = [member for member in lost
            if props is None or _attach_again(client, volume_id, member,
                                              conf)]
     for member in out:
         if add_back(client, name, member):
-            return
+            return member
+    return None
 
 
 def _attach_again(client, volume_id, member, conf):

@@ -192,13 +192,18 @@ class CommandAnswers(RaidAnswers):
         return found
 
 
+def run_command(client, *argv):
+    """spdk-vhost-replicas with ``argv``: its exit code and output."""
+    out = io.StringIO()
+    code = replicas_cmd.main(list(argv), client=client,
+                             conf=connector_conf(), out=out)
+    return code, out.getvalue()
+
+
 class TestCommand(base.TestCase):
 
     def run_command(self, client, *argv):
-        out = io.StringIO()
-        code = replicas_cmd.main(list(argv), client=client,
-                                 conf=connector_conf(), out=out)
-        return code, out.getvalue()
+        return run_command(client, *argv)
 
     def test_list_exit_codes(self):
         self.assertEqual((0, ''), self.run_command(CommandAnswers([])))

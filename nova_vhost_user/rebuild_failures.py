@@ -1,0 +1,79 @@
+"""Rebuilds that failed, held off before the watcher tries them again.
+
+A member's rebuild writes every block of its copy. When the copy's
+storage target goes away or refuses those writes (a thin copy's lvol
+store without room for the whole volume does), SPDK's raid ends the
+rebuild, drops the member and resets its NVMe controller, which is
+connected again at once: a watcher that added back every connected
+member would copy the whole volume over and over. The compute host
+cannot tell the causes apart (the storage target answers any failed
+write with the same generic NVMe error, and raid reports none), so the
+watcher holds such a member off, twice as long after each failure in a
+row, from :data:`FIRST_WAIT` up to :data:`LONGEST_WAIT`. A rebuild that
+ends in sync ends the hold; ``spdk-vhost-replicas repair`` ignores it.
+The holds live in the watcher's memory: a restarted watcher tries once
+more.
+"""
+
+import collections
+import time
+
+FIRST_WAIT = 60
+LONGEST_WAIT = 3600
+
+#: A rebuild that ended with its member out of the mirror: ``percent``
+#: is how far it was last seen, ``count`` the failures in a row, ``wait``
+#: the seconds before the watcher adds the member again.
+Failure = collections.namedtuple('Failure', 'member percent count wait')
+
+
+class RebuildFailures(object):
+    """The rebuilds the watcher saw, and the members it holds off."""
+
+    def __init__(self, clock=time.monotonic):
+        self._clock = clock
+        self._running = {}  # volume -> (member bdev, percent)
+        self._failed = {}  # (volume, member bdev) -> (count, not before)
+
+    def started(self, volume_id, member):
+        """The watcher added ``member`` back: a rebuild starts.
+
+        Noted before the watcher looks again, so that a rebuild that
+        fails at once (a store with no room left) counts too.
+        """
+        self._running[volume_id] = (member, 0)
+
+    def observe(self, volume_id, state):
+        """Note the volume's rebuild (``state``: :func:`mirror.status`).
+
+        Returns the :class:`Failure` of a rebuild seen last time that
+        has ended with its member out of the mirror, else None.
+        """
+        rebuild = state['rebuilding']
+        ended = self._running.pop(volume_id, None)
+        if rebuild:
+            self._running[volume_id] = (rebuild['member'],
+                                        rebuild['percent'])
+        if ended is None or (rebuild and rebuild['member'] == ended[0]):
+            return None
+        member, percent = ended
+        if member in state['members']:
+            self._failed.pop((volume_id, member), None)
+            return None
+        count = self._failed.get((volume_id, member), (0, 0))[0] + 1
+        wait = min(FIRST_WAIT * 2 ** (count - 1), LONGEST_WAIT)
+        self._failed[(volume_id, member)] = (count, self._clock() + wait)
+        return Failure(member, percent, count, wait)
+
+    def held(self, volume_id):
+        """The volume's member bdevs whose next rebuild must wait."""
+        now = self._clock()
+        return {member for (volume, member), (_count, not_before)
+                in self._failed.items()
+                if volume == volume_id and not_before > now}
+
+    def forget(self, volume_id):
+        """A volume detached from this host."""
+        self._running.pop(volume_id, None)
+        for key in [key for key in self._failed if key[0] == volume_id]:
+            del self._failed[key]

@@ -1,0 +1,173 @@
+"""The watcher holds off a member whose rebuild failed.
+
+SPDK's raid, when a rebuild's write fails, ends the rebuild, empties the
+member's slot and resets its NVMe controller, which is connected again
+at once (``module/bdev/raid/bdev_raid.c``: ``raid_bdev_process_finish``,
+then ``_raid_bdev_remove_base_bdev``): the answers below do the same.
+"""
+
+import io
+import re
+
+from nova_vhost_user import rebuild_failures
+from nova_vhost_user import replicas_cmd
+from tests import base
+from tests.nova.unit import test_replicas
+
+VOLUME = test_replicas.VOLUME
+FIRST, SECOND = VOLUME + '.0123abcd', VOLUME + '.89abcdef'
+
+
+class RebuildAnswers(test_replicas.CommandAnswers):
+    """Rebuilds that get somewhere, then fail or end in sync."""
+
+    fail_at_once = False
+
+    def _add_base_bdev(self, params):
+        added = super()._add_base_bdev(params)
+        if self.fail_at_once:
+            self.rebuild_failed()
+        return added
+
+    def progress(self, percent):
+        for raid in self.raids:
+            raid['process']['progress']['percent'] = percent
+
+    def rebuild_failed(self):
+        for raid in self.raids:
+            target = raid.pop('process')['target']
+            for slot in raid['base_bdevs_list']:
+                if slot['name'] == target:
+                    slot.update(name=None, is_configured=False)
+
+
+class TestHeldOff(base.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.now = 1000.0
+        self.failures = rebuild_failures.RebuildFailures(
+            clock=lambda: self.now)
+        self.out, self.seen = io.StringIO(), {}
+
+    def watch(self, client):
+        replicas_cmd.watch_once(client, self.out, self.seen,
+                                failures=self.failures)
+
+    def added(self, client):
+        return [params['base_bdev'] for method, params in client.calls
+                if method == 'bdev_raid_add_base_bdev']
+
+    def fail_after(self, client, percent):
+        client.progress(percent)
+        self.watch(client)
+        client.rebuild_failed()
+        self.watch(client)
+
+    def test_longer_after_each_failure_until_one_ends_in_sync(self):
+        client = RebuildAnswers([test_replicas.raid('a', None)],
+                                [(FIRST, 'enabled')])
+        self.watch(client)
+        self.assertEqual([FIRST + 'n1'], self.added(client))
+
+        self.fail_after(client, 40)
+        said = self.out.getvalue()
+        self.assertIn('%s: the rebuild of %sn1 failed (40%% done when last '
+                      'seen; 1 in a row)' % (VOLUME, FIRST), said)
+        self.assertIn('adds it again in 60 s, "spdk-vhost-replicas repair '
+                      '%s" at once' % VOLUME, said)
+        self.assertTrue(said.endswith(
+            '%s degraded 1/2 in sync; 1 missing; %s enabled; %sn1 held '
+            'after a failed rebuild\n' % (VOLUME, FIRST, FIRST)))
+        self.assertEqual(1, len(self.added(client)))
+
+        self.now += 59
+        self.watch(client)
+        self.assertEqual(1, len(self.added(client)))
+        self.now += 2
+        self.watch(client)
+        self.assertEqual(2, len(self.added(client)))
+
+        self.fail_after(client, 97)
+        self.assertIn('(97% done when last seen; 2 in a row)',
+                      self.out.getvalue())
+        self.assertIn('adds it again in 120 s', self.out.getvalue())
+        self.now += 119
+        self.watch(client)
+        self.assertEqual(2, len(self.added(client)))
+        self.now += 2
+        self.watch(client)
+        self.assertEqual(3, len(self.added(client)))
+
+        client.rebuilt()
+        self.watch(client)
+        self.assertTrue(self.out.getvalue().endswith(
+            '%s online 2/2 in sync\n' % VOLUME))
+        # In sync again: a later failure starts from the first wait.
+        client.raids[0]['base_bdevs_list'][1].update(name=None,
+                                                     is_configured=False)
+        self.watch(client)
+        self.assertEqual(4, len(self.added(client)))
+        self.fail_after(client, 10)
+        self.assertIn('(10% done when last seen; 1 in a row)',
+                      self.out.getvalue())
+
+    def test_waits_no_longer_than_an_hour(self):
+        client = RebuildAnswers([test_replicas.raid('a', None)],
+                                [(FIRST, 'enabled')])
+        self.watch(client)
+        for _ in range(9):
+            self.fail_after(client, 50)
+            self.now += rebuild_failures.LONGEST_WAIT + 1
+            self.watch(client)
+        self.assertEqual(
+            ['60', '120', '240', '480', '960', '1920', '3600', '3600',
+             '3600'],
+            re.findall(r'adds it again in (\d+) s', self.out.getvalue()))
+        self.assertEqual(10, len(self.added(client)))
+
+    def test_one_that_fails_before_the_watcher_looks(self):
+        """A store with no room left fails the rebuild at once."""
+        client = RebuildAnswers([test_replicas.raid('a', None)],
+                                [(FIRST, 'enabled')])
+        client.fail_at_once = True
+        self.watch(client)
+        self.assertIn('the rebuild of %sn1 failed (0%% done when last seen; '
+                      '1 in a row)' % FIRST, self.out.getvalue())
+        self.watch(client)
+        self.assertEqual([FIRST + 'n1'], self.added(client))
+
+    def test_the_others_are_not_held(self):
+        client = RebuildAnswers(
+            [test_replicas.raid('a', None, None, total=3)],
+            [(FIRST, 'enabled'), (SECOND, 'enabled')])
+        self.watch(client)
+        self.fail_after(client, 30)
+        self.assertEqual([FIRST + 'n1', SECOND + 'n1'], self.added(client))
+
+    def test_repair_by_hand_does_not_wait(self):
+        client = RebuildAnswers([test_replicas.raid('a', None)],
+                                [(FIRST, 'enabled')])
+        self.watch(client)
+        self.fail_after(client, 40)
+        code, _said = test_replicas.run_command(client, 'repair', VOLUME)
+        self.assertEqual((0, [FIRST + 'n1'] * 2), (code, self.added(client)))
+        # The watcher sees the operator's rebuild; one in sync ends the
+        # hold.
+        self.watch(client)
+        client.rebuilt()
+        self.watch(client)
+        client.raids[0]['base_bdevs_list'][1].update(name=None,
+                                                     is_configured=False)
+        self.watch(client)
+        self.fail_after(client, 10)
+        self.assertIn('(10% done when last seen; 1 in a row)',
+                      self.out.getvalue())
+
+    def test_a_detached_volume_is_forgotten(self):
+        client = RebuildAnswers([test_replicas.raid('a', None)],
+                                [(FIRST, 'enabled')])
+        self.watch(client)
+        self.fail_after(client, 40)
+        self.watch(test_replicas.CommandAnswers([]))
+        self.assertEqual(set(), self.failures.held(VOLUME))
