@@ -19,6 +19,7 @@ import time
 import fixtures
 from testtools import content
 
+from nova_vhost_user import rebuild_failures
 from nova_vhost_user import replicas_cmd
 from os_brick_connector import connector
 from os_brick_connector import mirror
@@ -313,3 +314,74 @@ class TestComputeRestartDegraded(RepairCase):
         replicas_cmd.watch_once(self.client, io.StringIO(), {}, self.locks)
         self.wait_online()
         self.kill_first_and_read(guest, second)
+
+
+class TestRebuildWithoutRoom(RepairCase):
+    """A copy whose lvol store has no room for its rebuild.
+
+    A rebuild writes every block: a thin copy needs its whole size. Out
+    of room, SPDK fails the rebuild and drops the member, whose NVMe
+    controller is connected again at once; the watcher says so and holds
+    the member off instead of copying the volume over and over.
+    """
+
+    def fill_second(self, leave_mib):
+        """A thick lvol takes storage-b's room but ``leave_mib``."""
+        lvs = self.second.bdev_lvol_get_lvstores(lvs_name=targets.LVS)[0]
+        free_mib = lvs['free_clusters'] * lvs['cluster_size'] // (1024 * KIB)
+        return self.second.bdev_lvol_create(
+            'filler', free_mib - leave_mib, lvs_name=targets.LVS,
+            thin_provision=False)
+
+    def test_held_off_until_room_is_made(self):
+        props = self.replicated()
+        info, guest = self.guest_on(props)
+        kept, lost = member(VOLUME, 'storage-a'), member(VOLUME, 'storage-b')
+        self.client.bdev_raid_remove_base_bdev(lost)
+        filler = self.fill_second(leave_mib=2)
+        now = [0.0]
+        failures = rebuild_failures.RebuildFailures(clock=lambda: now[0])
+        out, seen = io.StringIO(), {}
+        locks = self.useFixture(fixtures.TempDir()).path
+
+        def watch():
+            replicas_cmd.watch_once(self.client, out, seen, locks, failures)
+            return mirror.status(self.client, VOLUME)
+
+        def said(text):
+            return out.getvalue().count(text)
+
+        watch()
+        waiting.wait_for(
+            'the rebuild to end',
+            lambda: not mirror.status(self.client, VOLUME)['rebuilding'], 60,
+            interval=0.1, on_timeout=lambda: mirror.status(self.client,
+                                                           VOLUME))
+        state = watch()
+        self.assertEqual(('degraded', [kept]),
+                         (state['state'], state['members']), out.getvalue())
+        self.assertEqual(1, said('the rebuild of %s failed' % lost),
+                         out.getvalue())
+        self.assertEqual(1, said('%s held after a failed rebuild' % lost))
+        # Connected again (raid reset it): only the hold keeps it out.
+        spdk_target.wait_nvme_enabled(
+            self.client, mirror.member_controller(VOLUME, 'storage-b'))
+        state = watch()
+        self.assertEqual((None, [kept]),
+                         (state['rebuilding'], state['members']))
+        self.assertEqual(1, said('the rebuild of %s failed' % lost))
+
+        self.second.bdev_lvol_delete(filler)
+        now[0] += rebuild_failures.FIRST_WAIT + 1
+        watch()
+        self.wait_online()
+        watch()
+        self.assertTrue(out.getvalue().endswith(
+            '%s online 2/2 in sync\n' % VOLUME), out.getvalue())
+        # The rebuilt copy holds what the guest wrote.
+        self.storage_target.kill()
+        self.assertEqual(sha('kept', base.KEPT[1]),
+                         self.read_sha(guest, *base.KEPT))
+        guest.stop()
+        self.connector.disconnect_volume(props, info)
+        self.assert_nothing_left()
