@@ -88,7 +88,7 @@ class Replicas(pools.Part):
 
         Room for its whole size, thin or not: a compute host that loses
         a copy rebuilds it, writing every block, and a rebuild that
-        cannot fit fails at its end and starts again. The room of a
+        cannot fit fails, every time it is tried. The room of a
         store keeps as much for the copies placed before
         (:meth:`peers.Peer.rooms`). Peers in ``skip`` are not asked.
         """

@@ -17,7 +17,7 @@ class RoomForARebuildTest(dbase.DriverTestCase):
 
     Copies are thin, but the compute host rebuilds a lost one by writing
     every block: the rebuild of a copy placed where only free clusters
-    were counted would fail at its end, and start again, endlessly.
+    were counted would fail where the store runs out, every time.
     """
 
     clusters = 2 * COPY_MIB + 500  # room for two whole copies, not three
