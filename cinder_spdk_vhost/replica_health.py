@@ -13,7 +13,10 @@ at each available or in-use replicated volume of the backend:
 * every copy there, on a volume already marked: the copies' RAID
   superblocks (a ``spdk_dd`` read of 4 KiB each) tell whether one still
   lacks writes. It stays degraded until its compute host has rebuilt
-  it; a detached volume, until it is attached and repaired;
+  it; a detached volume, until it is attached and repaired. A rebuild
+  writes every block, so a stale copy whose lvol store cannot take the
+  rest of it would fail every time: the mark says how much room the
+  store lacks;
 * otherwise the mark goes.
 
 A degraded volume carries the metadata ``spdk:replica_state =
@@ -31,6 +34,7 @@ from cinder import objects
 from oslo_log import log
 
 from cinder_spdk_vhost import locks
+from cinder_spdk_vhost import lvols
 from cinder_spdk_vhost import replica_type
 from spdk_vhost_core import exception as rpc_exc
 
@@ -96,10 +100,21 @@ class Health(object):
                                                            held)
         if not stale:
             return None
-        where = {lvol.uuid: self.replicas.target_id}
-        where.update((copy.uuid, str(peer)) for peer, copy in held)
-        return ('its copies on %s lack writes until its compute host '
-                'rebuilds them' % ', '.join(where[uuid] for uuid in stale))
+        where = {lvol.uuid: (self.replicas.target_id,
+                             self.replicas.pools.client, lvol)}
+        where.update((copy.uuid, (str(peer), peer.client, copy))
+                     for peer, copy in held)
+        stale = [where[uuid] for uuid in stale]
+        problems = ['its copies on %s lack writes until its compute host '
+                    'rebuilds them' % ', '.join(item[0] for item in stale)]
+        for name, client, copy in stale:
+            lacks = _rebuild_shortfall(client, copy)
+            if lacks:
+                problems.append(
+                    'the copy on %s cannot be rebuilt: lvol store %s there '
+                    'lacks %d MiB for it (a rebuild writes every block)'
+                    % (name, copy.lvs, -(-lacks // lvols.MIB)))
+        return '; '.join(problems)
 
     @staticmethod
     def _record(ctxt, volume, problem):
@@ -118,3 +133,15 @@ class Health(object):
             for key in (STATE, PROBLEM):
                 if key in meta:
                     db.volume_metadata_delete(ctxt, volume.id, key)
+
+
+def _rebuild_shortfall(client, copy):
+    """Bytes the lvol store of ``copy`` lacks for its rebuild (0: none).
+
+    A rebuild writes every block: what the copy has not allocated yet
+    must find free clusters, or the rebuild fails where they run out.
+    """
+    store = client.bdev_lvol_get_lvstores(lvs_name=copy.lvs)[0]
+    cluster = store['cluster_size']
+    owed = copy.size_bytes - (copy.allocated_clusters or 0) * cluster
+    return max(0, owed - store['free_clusters'] * cluster)

@@ -13,6 +13,7 @@ to one copy.
 import hashlib
 import io
 import os
+import re
 import shlex
 import subprocess
 
@@ -1055,6 +1056,16 @@ class WatchTest(ComputeTestCase):
     And what Cinder's users see meanwhile (:mod:`replica_health`).
     """
 
+    @staticmethod
+    def fill(target, leave_mib):
+        """A thick lvol takes the store's room but ``leave_mib``."""
+        store = target.rpc('bdev_lvol_get_lvstores',
+                           {'lvs_name': base.LVS})[0]
+        free_mib = store['free_clusters'] * store['cluster_size'] // MIB
+        return target.rpc('bdev_lvol_create', {
+            'lvol_name': 'filler', 'size_in_mib': free_mib - leave_mib,
+            'lvs_name': base.LVS, 'thin_provision': False})
+
     def assertProblem(self, problem, volume):
         self.driver.get_volume_stats(refresh=True)
         self.assertEqual({health.STATE: health.DEGRADED,
@@ -1082,8 +1093,19 @@ class WatchTest(ComputeTestCase):
         self.driver.check_for_setup_error()
         self.driver.initialize_connection(volume, self.host)
         # Back, but without the writes it missed: the superblocks say so.
-        self.assertProblem('its copies on %s lack writes until its compute '
-                           'host rebuilds them' % where, volume)
+        stale = ('its copies on %s lack writes until its compute host '
+                 'rebuilds them' % where)
+        self.assertProblem(stale, volume)
+        # And whether its store has room for the rebuild.
+        filler = self.fill(self.peers[peer], leave_mib=4)
+        self.driver.get_volume_stats(refresh=True)
+        problem = marks(volume)[health.PROBLEM]
+        self.assertTrue(problem.startswith(
+            stale + '; the copy on %s cannot be rebuilt: lvol store %s there '
+            'lacks ' % (where, base.LVS)), problem)
+        self.assertGreater(int(re.search(r'lacks (\d+) MiB', problem)[1]), 0)
+        self.peers[peer].rpc('bdev_lvol_delete', {'name': filler})
+        self.assertProblem(stale, volume)
         client = self.connector.client
         # No guest runs here (the writer is spdk_dd): the watcher leaves
         # the rebuild to the operator's repair. A guest's own watcher adds
