@@ -44,9 +44,18 @@ class Sync(pools.Part):
 
     def head(self, exporter, lvol, volume_id):
         """The RAID superblock at the start of a copy, or None."""
+        return superblock.parse(self.raw_head(exporter, lvol, volume_id))
+
+    def raw_head(self, exporter, lvol, volume_id):
+        """The first :data:`superblock.HEAD_BYTES` of a copy."""
         with self._reached(exporter, lvol, volume_id) as (params, secrets):
-            return superblock.parse(dd.read_head(
-                self.conf, params, secrets, superblock.HEAD_BYTES))
+            return dd.read_head(self.conf, params, secrets,
+                                superblock.HEAD_BYTES)
+
+    def fail_member(self, exporter, lvol, volume_id, head, member_uuid):
+        """Write ``head`` with ``member_uuid`` failed out on a copy."""
+        self._write(exporter, lvol, volume_id,
+                    superblock.failed(head, member_uuid))
 
     def wipe(self, exporter, lvol, volume_id):
         """Zero the superblock a copy carries (its source's, or stale)."""

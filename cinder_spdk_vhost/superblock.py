@@ -24,14 +24,17 @@ HEAD_BYTES = 4096
 #: NVMe-oF export caps at its transfer size, so never beyond it).
 DATA_OFFSET = 1024 * 1024
 CONFIGURED = 1
+FAILED = 2
 
 _HEADER = struct.Struct('<8s4xII4x16s64sQIIIIQB118xB')
 _MEMBER = struct.Struct('<16sQQIIB23x')
-# Where resized() writes: the checksum, raid_size, and each member's
-# data_size (in its entry).
+# Where resized() and failed() write: the checksum, raid_size, the
+# sequence number, and each member's data_size and state (in its entry).
 _CRC_AT = 16
 _RAID_SIZE_AT = 104
+_SEQ_AT = 128
 _DATA_SIZE_IN_MEMBER = 24
+_STATE_IN_MEMBER = 32
 _CASTAGNOLI = 0x82F63B78
 
 
@@ -109,6 +112,34 @@ def resized(head, size_bytes):
     for index in range(entries):
         struct.pack_into('<Q', out, _HEADER.size + index * _MEMBER.size +
                          _DATA_SIZE_IN_MEMBER, blocks)
+    return _sealed(out, length)
+
+
+def failed(head, lvol_uuid):
+    """``head`` with member ``lvol_uuid`` failed out; None if it has none.
+
+    What SPDK's raid module writes on the members left when one fails:
+    that member's state FAILED and the sequence number raised, so a
+    mirror started from it runs without that member, and adds it back
+    (rebuilt) into the empty slot.
+    """
+    sb = parse(head)
+    member = uuid.UUID(lvol_uuid)
+    if sb is None or member not in sb.members:
+        return None
+    fields = _HEADER.unpack_from(head)
+    length, entries = fields[1], fields[12]
+    out = bytearray(head)
+    for index in range(entries):
+        at = _HEADER.size + index * _MEMBER.size
+        if _MEMBER.unpack_from(head, at)[0] == member.bytes:
+            struct.pack_into('<I', out, at + _STATE_IN_MEMBER, FAILED)
+    struct.pack_into('<Q', out, _SEQ_AT, sb.seq_number + 1)
+    return _sealed(out, length)
+
+
+def _sealed(out, length):
+    """The superblock in ``out`` with its checksum, as bytes."""
     struct.pack_into('<I', out, _CRC_AT, 0)
     struct.pack_into('<I', out, _CRC_AT, crc32c(out[:length]))
     return bytes(out)

@@ -192,3 +192,35 @@ class ResizedTest(base.BaseTestCase):
             new[:16] + bytes(4) + new[20:length]))
         # Nothing past the superblock changed.
         self.assertEqual(head[length:], new[length:])
+
+
+class FailedTest(base.BaseTestCase):
+    """A copy failed out of the superblocks of the others, for a rebuild."""
+
+    def test_member_failed_sequence_raised_checksum_anew(self):
+        third = str(uuid.uuid4())
+        head = make(9, {OWN: CONFIGURED, OTHER: CONFIGURED,
+                        third: CONFIGURED})
+        new = superblock.failed(head, OTHER)
+        sb = superblock.parse(new)
+        self.assertEqual((10, {uuid.UUID(OWN): CONFIGURED,
+                               uuid.UUID(OTHER): FAILED,
+                               uuid.UUID(third): CONFIGURED}),
+                         (sb.seq_number, sb.members))
+        length = int.from_bytes(new[12:16], 'little')
+        crc = int.from_bytes(new[16:20], 'little')
+        self.assertEqual(crc, superblock.crc32c(
+            new[:16] + bytes(4) + new[20:length]))
+        # Only the sequence number, the state and the checksum changed.
+        changed = [at for at in range(len(head)) if head[at] != new[at]]
+        self.assertTrue(set(changed) <= set(range(16, 20)) |
+                        set(range(128, 136)) | set(range(320 + 32, 320 + 36)),
+                        changed)
+        # Its own wiped, the others' copies say it lacks writes.
+        self.assertEqual([OTHER], superblock.out_of_sync(
+            [sb, None, sb], [OWN, OTHER, third]))
+
+    def test_no_superblock_or_no_such_member(self):
+        self.assertIsNone(superblock.failed(bytes(4096), OWN))
+        self.assertIsNone(superblock.failed(make(1, {OWN: CONFIGURED}),
+                                            OTHER))
