@@ -10,7 +10,10 @@ nothing anywhere.
 """
 
 import os
+import subprocess
+import sys
 
+from cinder_spdk_vhost import copies_cmd
 from cinder_spdk_vhost import replica_health as health
 from cinder_spdk_vhost import superblock
 from testbed import waiting
@@ -157,6 +160,37 @@ class TestReplicated(test_backup.Backups, base.DeploymentTestCase):
     def read_copies(self, volume, length):
         return {name: self.dd(alias, 0, length, target=target)
                 for name, (alias, target) in self._copies(volume).items()}
+
+    def copies_command(self, *argv):
+        """``spdk-vhost-copies`` where cinder-volume runs, with its conf."""
+        done = subprocess.run(
+            [sys.executable, '-m', copies_cmd.__name__, '--config-file',
+             self.deployment.conf_path, '--backend', cinder_conf.BACKEND] +
+            list(argv), capture_output=True, text=True, timeout=600)
+        return done.returncode, done.stdout + done.stderr
+
+    def test_copies_compared_by_the_operators_command(self):
+        vtype = self.make_type(extra_specs=TWO_COPIES)
+        vol = self.create_volume(1, volume_type=vtype.id)
+        self.write_copies(vol, os.urandom(LENGTH))
+        code, said = self.copies_command('compare', vol.id)
+        self.assertEqual(0, code, said)
+        self.assertIn('16 regions of 64 MiB compared, 0 differ\n', said)
+        print('spdk-vhost-copies compare, 2 copies of 1 GiB: %s'
+              % said.splitlines()[-1])
+
+        # One block of the replica target's copy changes behind Cinder.
+        alias, target = self._copies(vol)['copy']
+        self.dd(alias, ROOM + 130 * 1024 ** 2, data=os.urandom(4096),
+                target=target)
+        code, said = self.copies_command('compare', vol.id)
+        self.assertEqual(1, code, said)
+        self.assertIn('1 differ\n  at 128 MiB: ', said)
+        # Never attached: no copy is known sound, none is renewed.
+        code, said = self.copies_command('renew', vol.id, '--copy',
+                                         deployment.TARGET_ID)
+        self.assertEqual((3, True), (code, 'never attached' in said), said)
+        self.delete_volume(vol.id)
 
     def test_more_copies_than_targets_never_schedules(self):
         vtype = self.make_type(extra_specs=THREE_COPIES)

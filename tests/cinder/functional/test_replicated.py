@@ -27,6 +27,7 @@ from oslo_config import fixture as config_fixture
 from cinder_spdk_vhost import dd
 from cinder_spdk_vhost import locks
 from cinder_spdk_vhost import peers
+from cinder_spdk_vhost import replica_compare
 from cinder_spdk_vhost import replica_health as health
 from cinder_spdk_vhost import replica_type
 from cinder_spdk_vhost import rollback
@@ -1283,3 +1284,51 @@ class AwayPeerTest(WrittenTestCase):
         self.driver.sweeper.sweep()
         self.driver.delete_volume(volume)
         self.assertEqual([], self.everything())
+
+
+class CompareTest(WrittenTestCase):
+    """Copies compared on real SPDK: a silent divergence found, renewed."""
+
+    def test_a_diverged_copy_is_found_then_rebuilt(self):
+        volume, props, info, _writer = self.written()
+        compare = replica_compare.Compare(self.driver.replicas)
+        volume.update({'status': 'in-use'})
+        volume.save()
+        self.assertRaises(exception.InvalidVolume, compare.report, volume)
+        self.detach(volume, props, info)
+        volume.update({'status': 'available'})
+        volume.save()
+        # One block of the other copy changes behind the mirror's back.
+        peer = self.peer_holding(volume)
+        where = '%s (%s)' % (PEERS[peer][0], peer)
+        copy = self.copies(volume)[PEERS[peer][0]]['name']
+        behind = spdk_dd.NvmfDd(self.peers[peer],
+                                self.useFixture(fixtures.TempDir()).path)
+        behind.write(copy, superblock.DATA_OFFSET + 130 * MIB, b'x' * 4096)
+        behind.unexport(copy)
+        report = compare.report(volume)
+        print('compared 2 copies of 1 GiB: %.1f s' % report.seconds)
+        self.assertEqual((['storage-target', where], [], 16, [128 * MIB]),
+                         (report.copies, report.stale, report.regions,
+                          [offset for offset, _d in report.differ]))
+        digests = report.differ[0][1]
+        self.assertNotEqual(digests['storage-target'], digests[where])
+
+        # The operator trusts the backend's copy: the other is rebuilt.
+        self.assertRaises(exception.InvalidInput, compare.renew, volume,
+                          'storage-x')
+        compare.renew(volume, where)
+        self.assertRaises(exception.InvalidInput, compare.renew, volume,
+                          'storage-target')
+        props, info = self.attach(volume)
+        client = self.connector.client
+        self.assertEqual(mirror.DEGRADED,
+                         mirror.status(client, volume.id)['state'])
+        replicas_cmd.readd(client, volume.id)
+        waiting.wait_for('the mirror online',
+                         lambda: mirror.status(client, volume.id)['state'] ==
+                         mirror.ONLINE, 120, interval=0.2)
+        self.wait_in_sync(volume)
+        self.detach(volume, props, info)
+        report = compare.report(volume)
+        self.assertEqual(([], []), (report.stale, report.differ))
