@@ -79,7 +79,13 @@ class Compare(object):
         return [where for where, _exp, lvol in copies if lvol.uuid in stale]
 
     def report(self, volume, region_mib=REGION_MIB):
-        """Read and hash every copy of ``volume``: a :class:`Report`."""
+        """Read and hash every copy of ``volume``: a :class:`Report`.
+
+        Under the volume's lock: cinder-volume's operations on it wait.
+        """
+        if region_mib < 1:
+            raise exception.InvalidInput(
+                reason='regions of %s MiB: give 1 or more' % region_mib)
         region = region_mib * lvols.MIB
         size = volume.size * lvols.GIB
         start = time.monotonic()

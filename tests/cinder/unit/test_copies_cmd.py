@@ -93,3 +93,12 @@ class CopiesCommandTest(base.BaseTestCase):
     def test_renew_needs_the_copy(self):
         self.assertRaises(SystemExit, copies_cmd.parse_args,
                           ['--backend', 'spdk-a', 'renew', VOLUME.id])
+
+
+class RegionTest(base.BaseTestCase):
+
+    def test_regions_of_no_size_refused(self):
+        compare = replica_compare.Compare(types.SimpleNamespace(pools=None))
+        err = self.assertRaises(exception.InvalidInput, compare.report,
+                                VOLUME, 0)
+        self.assertIn('regions of 0 MiB', str(err))
