@@ -9,7 +9,10 @@ must carry them.
 import glob
 import os
 import re
+import shutil
 import subprocess
+
+import fixtures
 
 from tests import base
 
@@ -62,12 +65,24 @@ class TestPatches(base.TestCase):
             self.skipTest('no SPDK_DIR_<version> (tools/run-tests.sh sets '
                           'them to the trees tools/build-spdk.sh built)')
         for version, tree in trees.items():
-            for path in glob.glob(os.path.join(PATCH_DIR, version,
-                                               '*.patch')):
-                # Applied: reversing it would work.
-                done = subprocess.run(
-                    ['patch', '-d', tree, '-p1', '-R', '--dry-run',
-                     '--force', '--quiet', '-i', path],
-                    capture_output=True, text=True)
-                self.assertEqual(0, done.returncode,
-                                 '%s on %s: %s' % (path, tree, done.stdout))
+            self.assertReversible(tree, sorted(glob.glob(
+                os.path.join(PATCH_DIR, version, '*.patch'))))
+
+    def assertReversible(self, tree, paths):
+        """Applied: ``paths`` undone last first, on a copy of their files.
+
+        One by one on the tree they need not undo: a later patch may
+        change the lines around an earlier one's.
+        """
+        scratch = self.useFixture(fixtures.TempDir()).path
+        for name in {name for path in paths
+                     for name in CHANGED.findall(read(path))}:
+            os.makedirs(os.path.dirname(os.path.join(scratch, name)),
+                        exist_ok=True)
+            shutil.copy(os.path.join(tree, name), os.path.join(scratch, name))
+        for path in reversed(paths):
+            done = subprocess.run(
+                ['patch', '-d', scratch, '-p1', '-R', '--force', '--quiet',
+                 '-i', path], capture_output=True, text=True)
+            self.assertEqual(0, done.returncode,
+                             '%s on %s: %s' % (path, tree, done.stdout))
