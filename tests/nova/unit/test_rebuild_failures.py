@@ -58,6 +58,21 @@ class TestHeldOff(base.TestCase):
         return [params['base_bdev'] for method, params in client.calls
                 if method == 'bdev_raid_add_base_bdev']
 
+    @staticmethod
+    def one_lost():
+        """A 2-copy mirror whose lost member's controller is connected."""
+        return RebuildAnswers([test_replicas.raid('a', None)],
+                              [(FIRST, 'enabled')])
+
+    def assert_counted_anew(self, client):
+        """Out of the mirror again after one in sync: 1 in a row."""
+        client.raids[0]['base_bdevs_list'][1].update(name=None,
+                                                     is_configured=False)
+        self.watch(client)
+        self.fail_after(client, 10)
+        self.assertIn('(10% done when last seen; 1 in a row)',
+                      self.out.getvalue())
+
     def fail_after(self, client, percent):
         client.progress(percent)
         self.watch(client)
@@ -65,8 +80,7 @@ class TestHeldOff(base.TestCase):
         self.watch(client)
 
     def test_longer_after_each_failure_until_one_ends_in_sync(self):
-        client = RebuildAnswers([test_replicas.raid('a', None)],
-                                [(FIRST, 'enabled')])
+        client = self.one_lost()
         self.watch(client)
         self.assertEqual([FIRST + 'n1'], self.added(client))
 
@@ -104,17 +118,11 @@ class TestHeldOff(base.TestCase):
         self.assertTrue(self.out.getvalue().endswith(
             '%s online 2/2 in sync\n' % VOLUME))
         # In sync again: a later failure starts from the first wait.
-        client.raids[0]['base_bdevs_list'][1].update(name=None,
-                                                     is_configured=False)
-        self.watch(client)
+        self.assert_counted_anew(client)
         self.assertEqual(4, len(self.added(client)))
-        self.fail_after(client, 10)
-        self.assertIn('(10% done when last seen; 1 in a row)',
-                      self.out.getvalue())
 
     def test_waits_no_longer_than_an_hour(self):
-        client = RebuildAnswers([test_replicas.raid('a', None)],
-                                [(FIRST, 'enabled')])
+        client = self.one_lost()
         self.watch(client)
         for _ in range(9):
             self.fail_after(client, 50)
@@ -128,8 +136,7 @@ class TestHeldOff(base.TestCase):
 
     def test_one_that_fails_before_the_watcher_looks(self):
         """A store with no room left fails the rebuild at once."""
-        client = RebuildAnswers([test_replicas.raid('a', None)],
-                                [(FIRST, 'enabled')])
+        client = self.one_lost()
         client.fail_at_once = True
         self.watch(client)
         self.assertIn('the rebuild of %sn1 failed (0%% done when last seen; '
@@ -146,8 +153,7 @@ class TestHeldOff(base.TestCase):
         self.assertEqual([FIRST + 'n1', SECOND + 'n1'], self.added(client))
 
     def test_repair_by_hand_does_not_wait(self):
-        client = RebuildAnswers([test_replicas.raid('a', None)],
-                                [(FIRST, 'enabled')])
+        client = self.one_lost()
         self.watch(client)
         self.fail_after(client, 40)
         code, _said = test_replicas.run_command(client, 'repair', VOLUME)
@@ -157,16 +163,10 @@ class TestHeldOff(base.TestCase):
         self.watch(client)
         client.rebuilt()
         self.watch(client)
-        client.raids[0]['base_bdevs_list'][1].update(name=None,
-                                                     is_configured=False)
-        self.watch(client)
-        self.fail_after(client, 10)
-        self.assertIn('(10% done when last seen; 1 in a row)',
-                      self.out.getvalue())
+        self.assert_counted_anew(client)
 
     def test_a_detached_volume_is_forgotten(self):
-        client = RebuildAnswers([test_replicas.raid('a', None)],
-                                [(FIRST, 'enabled')])
+        client = self.one_lost()
         self.watch(client)
         self.fail_after(client, 40)
         self.watch(test_replicas.CommandAnswers([]))
