@@ -54,10 +54,10 @@ class Compare(object):
         self.pools = replicas.pools
 
     def _copies(self, volume):
-        """(own lvol, held, [(where, exporter, lvol)] of every copy).
+        """[(where, exporter, lvol)] of every copy, the own first.
 
-        ``held``: :meth:`replication.Replicas.every_copy`, which refuses
-        a copy missing or out of reach.
+        :meth:`replication.Replicas.every_copy` refuses a copy missing
+        or out of reach.
         """
         if replica_type.copies(volume) < 2:
             raise exception.InvalidVolume(
@@ -67,16 +67,23 @@ class Compare(object):
                 reason='volume %s is %s: its guest would write while its '
                        'copies are read; detach it first'
                        % (volume.id, volume.status))
-        own = self.pools.get(volume)
-        held = self.replicas.every_copy(volume)
-        return own, held, [(self.replicas.target_id, self.pools.exporter,
-                            own)] + [(str(peer), peer.exporter, copy)
-                                     for peer, copy in held]
+        return [(self.replicas.target_id, self.pools.exporter,
+                 self.pools.get(volume))] + [
+            (str(peer), peer.exporter, copy)
+            for peer, copy in self.replicas.every_copy(volume)]
 
-    def _stale(self, volume, own, held, copies):
-        """Where the copies the superblocks say lack writes are."""
-        _heads, stale = self.replicas.sync.superblocks(volume, own, held)
-        return [where for where, _exp, lvol in copies if lvol.uuid in stale]
+    def _heads(self, volume, copies):
+        """(where -> the copy's first bytes, where the stale copies are).
+
+        Stale: lacking writes, as the superblocks say.
+        """
+        raw = {where: self.replicas.sync.raw_head(exporter, lvol, volume.id)
+               for where, exporter, lvol in copies}
+        stale = superblock.out_of_sync(
+            [superblock.parse(raw[where]) for where, _e, _l in copies],
+            [lvol.uuid for _w, _e, lvol in copies])
+        return raw, [where for where, _e, lvol in copies
+                     if lvol.uuid in stale]
 
     def report(self, volume, region_mib=REGION_MIB):
         """Read and hash every copy of ``volume``: a :class:`Report`.
@@ -90,8 +97,8 @@ class Compare(object):
         size = volume.size * lvols.GIB
         start = time.monotonic()
         with locks.locked(locks.vlock(volume.id)):
-            own, held, copies = self._copies(volume)
-            stale = self._stale(volume, own, held, copies)
+            copies = self._copies(volume)
+            _raw, stale = self._heads(volume, copies)
             digests = {where: self._digests(exporter, lvol, volume, region)
                        for where, exporter, lvol in copies}
         differ = [(index * region,
@@ -129,14 +136,14 @@ class Compare(object):
         that the superblocks hold in sync.
         """
         with locks.locked(locks.vlock(volume.id)):
-            own, held, copies = self._copies(volume)
+            copies = self._copies(volume)
             found = [item for item in copies if item[0] == where]
             if not found:
                 raise exception.InvalidInput(
                     reason='volume %s has no copy on %s; its copies are on '
                            '%s' % (volume.id, where,
                                    ', '.join(item[0] for item in copies)))
-            stale = self._stale(volume, own, held, copies)
+            raw, stale = self._heads(volume, copies)
             if not [item for item in copies
                     if item[0] != where and item[0] not in stale]:
                 raise exception.InvalidInput(
@@ -145,10 +152,9 @@ class Compare(object):
                            % (volume.id, where))
             _where, exporter, lvol = found[0]
             sync = self.replicas.sync
-            sources = [(other_exporter, copy, sync.raw_head(
-                other_exporter, copy, volume.id))
-                for other, other_exporter, copy in copies
-                if other != where and other not in stale]
+            sources = [(other_exporter, copy, raw[other])
+                       for other, other_exporter, copy in copies
+                       if other != where and other not in stale]
             if any(superblock.parse(head) is None
                    for _e, _c, head in sources):
                 raise exception.InvalidInput(
