@@ -98,6 +98,16 @@ def from_bdev(bdev):
                 claimed=bool(bdev.get('claimed')))
 
 
+def unallocated(lvol, cluster_size):
+    """Bytes of ``lvol`` no cluster holds yet: what a full write needs.
+
+    A rebuild writes every block of a copy, so a thin one needs that
+    much more room in its store.
+    """
+    return max(0, lvol.size_bytes -
+               (lvol.allocated_clusters or 0) * cluster_size)
+
+
 def every(client, lvstores):
     """Every lvol of ``lvstores``, from one ``bdev_get_bdevs``."""
     found = [from_bdev(bdev) for bdev in client.bdev_get_bdevs()

@@ -152,8 +152,7 @@ class Peer(object):
             store = self._ask(self.client.bdev_lvol_get_lvstores,
                               lvs_name=lvs)[0]
             cluster = store['cluster_size']
-            owed = sum(max(0, lvol.size_bytes -
-                           (lvol.allocated_clusters or 0) * cluster)
+            owed = sum(lvols.unallocated(lvol, cluster)
                        for lvol in held if lvol.lvs == lvs and
                        not lvol.is_snapshot and
                        replica_type.volume_of(lvol.name))

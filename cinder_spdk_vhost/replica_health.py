@@ -143,5 +143,5 @@ def _rebuild_shortfall(client, copy):
     """
     store = client.bdev_lvol_get_lvstores(lvs_name=copy.lvs)[0]
     cluster = store['cluster_size']
-    owed = copy.size_bytes - (copy.allocated_clusters or 0) * cluster
-    return max(0, owed - store['free_clusters'] * cluster)
+    return max(0, lvols.unallocated(copy, cluster) -
+               store['free_clusters'] * cluster)
