@@ -373,6 +373,19 @@ def wait_nvme_enabled(client, name, timeout=30):
         time.sleep(0.2)
 
 
+def fill_lvstore(call, lvs_name, leave_mib):
+    """A thick lvol ``filler`` takes the store's room but ``leave_mib``.
+
+    ``call(method, params)``: a target's RPC (``SpdkTarget.rpc``, or a
+    client's ``call``). Returns the filler's UUID.
+    """
+    store = call('bdev_lvol_get_lvstores', {'lvs_name': lvs_name})[0]
+    free_mib = store['free_clusters'] * store['cluster_size'] // (1 << 20)
+    return call('bdev_lvol_create', {
+        'lvol_name': 'filler', 'size_in_mib': free_mib - leave_mib,
+        'lvs_name': lvs_name, 'thin_provision': False})
+
+
 def bdev_names(client):
     """The name of every bdev on ``client``'s target.
 

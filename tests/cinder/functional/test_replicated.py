@@ -1057,16 +1057,6 @@ class WatchTest(ComputeTestCase):
     And what Cinder's users see meanwhile (:mod:`replica_health`).
     """
 
-    @staticmethod
-    def fill(target, leave_mib):
-        """A thick lvol takes the store's room but ``leave_mib``."""
-        store = target.rpc('bdev_lvol_get_lvstores',
-                           {'lvs_name': base.LVS})[0]
-        free_mib = store['free_clusters'] * store['cluster_size'] // MIB
-        return target.rpc('bdev_lvol_create', {
-            'lvol_name': 'filler', 'size_in_mib': free_mib - leave_mib,
-            'lvs_name': base.LVS, 'thin_provision': False})
-
     def assertProblem(self, problem, volume):
         self.driver.get_volume_stats(refresh=True)
         self.assertEqual({health.STATE: health.DEGRADED,
@@ -1098,7 +1088,8 @@ class WatchTest(ComputeTestCase):
                  'rebuilds them' % where)
         self.assertProblem(stale, volume)
         # And whether its store has room for the rebuild.
-        filler = self.fill(self.peers[peer], leave_mib=4)
+        filler = spdk_target.fill_lvstore(self.peers[peer].rpc, base.LVS,
+                                          leave_mib=4)
         self.driver.get_volume_stats(refresh=True)
         problem = marks(volume)[health.PROBLEM]
         self.assertTrue(problem.startswith(

@@ -325,20 +325,13 @@ class TestRebuildWithoutRoom(RepairCase):
     the member off instead of copying the volume over and over.
     """
 
-    def fill_second(self, leave_mib):
-        """A thick lvol takes storage-b's room but ``leave_mib``."""
-        lvs = self.second.bdev_lvol_get_lvstores(lvs_name=targets.LVS)[0]
-        free_mib = lvs['free_clusters'] * lvs['cluster_size'] // (1024 * KIB)
-        return self.second.bdev_lvol_create(
-            'filler', free_mib - leave_mib, lvs_name=targets.LVS,
-            thin_provision=False)
-
     def test_held_off_until_room_is_made(self):
         props = self.replicated()
         info, guest = self.guest_on(props)
         kept, lost = member(VOLUME, 'storage-a'), member(VOLUME, 'storage-b')
         self.client.bdev_raid_remove_base_bdev(lost)
-        filler = self.fill_second(leave_mib=2)
+        filler = spdk_target.fill_lvstore(self.second.call, targets.LVS,
+                                          leave_mib=2)
         now = [0.0]
         failures = rebuild_failures.RebuildFailures(clock=lambda: now[0])
         out, seen = io.StringIO(), {}
