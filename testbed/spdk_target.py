@@ -203,7 +203,7 @@ class SpdkTarget(fixtures.Fixture):
         Its vhost sockets stay behind, as a crashed target's do.
         :class:`TargetDied` if it had crashed already.
         """
-        crash = self._crash()
+        crash = self.crash_report()
         self.process.send_signal(signal.SIGKILL)
         self.process.wait(10)
         self._forget_socket()
@@ -225,7 +225,7 @@ class SpdkTarget(fixtures.Fixture):
         replaced has ended: reaped here, and had it crashed, that fails
         the test.
         """
-        crash = self._crash()
+        crash = self.crash_report()
         self.process = process
         self.tree = tree or self.tree
         if crash:
@@ -263,12 +263,12 @@ class SpdkTarget(fixtures.Fixture):
 
     def _stop(self):
         if self.process is not None:
-            crash = self._crash()
+            crash = self.crash_report()
             process_group.stop(self.process, 20)
             if crash:
                 raise TargetDied(crash)
 
-    def _crash(self):
+    def crash_report(self):
         """What to say if the target crashed; None while it runs.
 
         Its core file, if the kernel wrote one in the target's directory
