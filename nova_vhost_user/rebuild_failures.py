@@ -11,12 +11,21 @@ write with the same generic NVMe error, and raid reports none), so the
 watcher holds such a member off, twice as long after each failure in a
 row, from :data:`FIRST_WAIT` up to :data:`LONGEST_WAIT`. A rebuild that
 ends in sync ends the hold; ``spdk-vhost-replicas repair`` ignores it.
-The holds live in the watcher's memory: a restarted watcher tries once
-more.
+The watcher keeps its holds in a file of the compute host beside the
+saved config (:func:`holds_path`), so that a restarted watcher, or one
+started again with its host, holds the same members off; without a
+saved config they live in its memory only.
 """
 
 import collections
+import json
 import time
+
+from oslo_log import log
+
+from spdk_vhost_core import saved_config
+
+LOG = log.getLogger(__name__)
 
 FIRST_WAIT = 60
 LONGEST_WAIT = 3600
@@ -27,13 +36,49 @@ LONGEST_WAIT = 3600
 Failure = collections.namedtuple('Failure', 'member percent count wait')
 
 
-class RebuildFailures(object):
-    """The rebuilds the watcher saw, and the members it holds off."""
+def holds_path(saved):
+    """The holds' file for saved config ``saved`` (None without one)."""
+    return '%s.rebuild-holds.json' % saved if saved else None
 
-    def __init__(self, clock=time.monotonic):
+
+class RebuildFailures(object):
+    """The rebuilds the watcher saw, and the members it holds off.
+
+    ``path``: the file the holds are kept in (read at start, rewritten
+    on each change); the times in it are the wall clock's, which a
+    restart keeps.
+    """
+
+    def __init__(self, clock=time.time, path=None):
         self._clock = clock
+        self._path = path
         self._running = {}  # volume -> (member bdev, percent)
-        self._failed = {}  # (volume, member bdev) -> (count, not before)
+        # (volume, member bdev) -> (count, not before)
+        self._failed = self._load()
+
+    def _load(self):
+        if not self._path:
+            return {}
+        try:
+            with open(self._path) as src:
+                return {(h['volume'], h['member']): (h['count'],
+                                                     h['not_before'])
+                        for h in json.load(src)['holds']}
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            LOG.warning('Ignoring the rebuild holds in %(path)s: %(err)s; '
+                        'a member whose rebuild failed is tried again',
+                        {'path': self._path, 'err': err})
+            return {}
+
+    def _save(self):
+        if self._path:
+            saved_config.write_atomic(self._path, {'holds': [
+                {'volume': volume, 'member': member, 'count': count,
+                 'not_before': not_before}
+                for (volume, member), (count, not_before)
+                in sorted(self._failed.items())]}, mode=0o600)
 
     def started(self, volume_id, member):
         """The watcher added ``member`` back: a rebuild starts.
@@ -58,11 +103,13 @@ class RebuildFailures(object):
             return None
         member, percent = ended
         if member in state['members']:
-            self._failed.pop((volume_id, member), None)
+            if self._failed.pop((volume_id, member), None):
+                self._save()
             return None
         count = self._failed.get((volume_id, member), (0, 0))[0] + 1
         wait = min(FIRST_WAIT * 2 ** (count - 1), LONGEST_WAIT)
         self._failed[(volume_id, member)] = (count, self._clock() + wait)
+        self._save()
         return Failure(member, percent, count, wait)
 
     def held(self, volume_id):
@@ -75,5 +122,8 @@ class RebuildFailures(object):
     def forget(self, volume_id):
         """A volume detached from this host."""
         self._running.pop(volume_id, None)
-        for key in [key for key in self._failed if key[0] == volume_id]:
+        gone = [key for key in self._failed if key[0] == volume_id]
+        for key in gone:
             del self._failed[key]
+        if gone:
+            self._save()

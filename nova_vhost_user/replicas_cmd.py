@@ -277,7 +277,8 @@ def watch(client, out, interval, rounds=None, lock_path=None, saved=None):
     and :func:`watch_once`.
     """
     seen, waits = {}, {}
-    failures = rebuild_failures.RebuildFailures()
+    failures = rebuild_failures.RebuildFailures(
+        path=rebuild_failures.holds_path(saved))
     steps = (lambda: restore_once(client, out, waits, saved, lock_path),
              lambda: watch_once(client, out, seen, lock_path, failures))
     done = 0

@@ -7,7 +7,11 @@ then ``_raid_bdev_remove_base_bdev``): the answers below do the same.
 """
 
 import io
+import os
 import re
+import stat
+
+import fixtures
 
 from nova_vhost_user import rebuild_failures
 from nova_vhost_user import replicas_cmd
@@ -171,3 +175,62 @@ class TestHeldOff(base.TestCase):
         self.fail_after(client, 40)
         self.watch(test_replicas.CommandAnswers([]))
         self.assertEqual(set(), self.failures.held(VOLUME))
+
+
+class TestHoldsKept(TestHeldOff):
+    """Holds in a file of the compute host: a restarted watcher keeps them."""
+
+    def setUp(self):
+        super().setUp()
+        self.path = rebuild_failures.holds_path(
+            self.useFixture(fixtures.TempDir()).join('spdk_tgt.json'))
+        self.failures = self.restarted()
+
+    def restarted(self):
+        return rebuild_failures.RebuildFailures(clock=lambda: self.now,
+                                                path=self.path)
+
+    def test_a_restarted_watcher_holds_the_member_off(self):
+        client = self.one_lost()
+        self.watch(client)
+        self.fail_after(client, 40)
+        self.assertEqual(0o600, stat.S_IMODE(os.stat(self.path).st_mode))
+        self.failures, self.seen = self.restarted(), {}
+        self.now += 30
+        self.watch(client)
+        self.assertEqual(1, len(self.added(client)))
+        self.now += 31
+        self.watch(client)
+        self.assertEqual(2, len(self.added(client)))
+        # Its count survived too: the next wait is twice the first.
+        self.fail_after(client, 50)
+        self.assertIn('adds it again in 120 s', self.out.getvalue())
+
+    def test_one_in_sync_ends_the_kept_hold(self):
+        client = self.one_lost()
+        self.watch(client)
+        self.fail_after(client, 40)
+        self.now += 61
+        self.watch(client)
+        client.rebuilt()
+        self.watch(client)
+        self.assertEqual(set(), self.restarted().held(VOLUME))
+
+    def test_a_detached_volume_is_forgotten_in_the_file(self):
+        client = self.one_lost()
+        self.watch(client)
+        self.fail_after(client, 40)
+        self.watch(test_replicas.CommandAnswers([]))
+        self.assertEqual(set(), self.restarted().held(VOLUME))
+
+    def test_an_unreadable_file_holds_nothing(self):
+        with open(self.path, 'w') as bad:
+            bad.write('{"holds": [{"volume": 1}]}')
+        logger = self.useFixture(fixtures.FakeLogger(
+            name='nova_vhost_user.rebuild_failures'))
+        self.assertEqual(set(), self.restarted().held(VOLUME))
+        self.assertIn('Ignoring the rebuild holds in %s' % self.path,
+                      logger.output)
+
+    def test_no_saved_config_no_file(self):
+        self.assertIsNone(rebuild_failures.holds_path(''))
