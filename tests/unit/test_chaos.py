@@ -65,10 +65,10 @@ class FiguresTest(base.TestCase):
 
     def test_faults_counted_under_a_writing_guest_only(self):
         self.figures.began('storage kill')
-        self.figures.fault('storage kill', 4.5)
+        self.figures.fault('storage kill', 'storage-1', 4.5)
         with self.figures.writing():
             self.figures.began('compute restart')
-        self.figures.fault('compute restart', 1.0)
+        self.figures.fault('compute restart', 'compute-2', 1.0)
         self.assertEqual({'storage kill': 1, 'compute restart': 1},
                          dict(self.figures.faults))
         self.assertEqual({'compute restart': 1},

@@ -81,7 +81,7 @@ def _enough(args, faults_over):
 
 def run(args, out):
     """The run; its :class:`figures.Figures`, printed to ``out``."""
-    figures = figures_mod.Figures()
+    figures = figures_mod.Figures(log=out)
     stop = threading.Event()
     faults_over = threading.Event()
     if args.faults is None:

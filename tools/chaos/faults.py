@@ -65,7 +65,8 @@ def _wait_whole(computes, stop):
 def kill_storage(storage, computes, figures, rng, stop, restart=None):
     """Kill ``storage``; with ``restart``, restart it in the outage."""
     if not _wait_whole(computes, stop):
-        figures.fault('storage kill skipped: a mirror not whole')
+        figures.fault('storage kill skipped: a mirror not whole',
+                      storage.name)
         return
     figures.wait_writing(stop)
     figures.began('storage kill')
@@ -80,7 +81,7 @@ def kill_storage(storage, computes, figures, rng, stop, restart=None):
                         'compute restart in an outage')
     stop.wait(outage - (time.monotonic() - started))
     storage.bring_back()
-    figures.fault('storage kill', time.monotonic() - started)
+    figures.fault('storage kill', storage.name, time.monotonic() - started)
 
 
 def restart_compute(compute, figures, stop, kind='compute restart'):
@@ -92,7 +93,7 @@ def restart_compute(compute, figures, stop, kind='compute restart'):
         if crash:
             figures.crash(compute.name, crash)
         compute.bring_back()
-    figures.fault(kind, time.monotonic() - started)
+    figures.fault(kind, compute.name, time.monotonic() - started)
 
 
 def run(storages, computes, figures, stop, seed, every, limit=None,

@@ -1,19 +1,23 @@
 """What the chaos run counts, and the figures it prints.
 
 Threads report here (operations from each compute host's worker, faults
-and crashes from the fault thread); :meth:`Figures.report` prints them
-and tells whether the run passed: no crash it did not cause, no failed
+and crashes from the fault thread), each event a line on ``log`` as it
+happens; :meth:`Figures.report` prints the figures at the end and
+tells whether the run passed: no crash it did not cause, no failed
 operation, no guest I/O error or wrong read, nothing left on a target.
 """
 
 import collections
 import contextlib
 import threading
+import time
 
 
 class Figures(object):
 
-    def __init__(self):
+    def __init__(self, log=None):
+        self._log = log
+        self._started = time.monotonic()
         self._lock = threading.Condition()
         self.operations = collections.Counter()
         self.failures = []
@@ -28,8 +32,20 @@ class Figures(object):
         self.crashes = []
         self.leaks = {}
 
+    def _say(self, text):
+        """One event's line, when it happens (the lock held)."""
+        if self._log is not None:
+            self._log.write('%7.1f s  %s\n' % (
+                time.monotonic() - self._started, text))
+            self._log.flush()
+
     def operation(self, compute, result):
         with self._lock:
+            self._say('%s %s volume: %s' % (
+                compute, result['kind'], '; '.join(result['failed']) or
+                'stall %s ms, %s I/O errors, read back %s' % (
+                    result.get('stall_ms'), result.get('io_errors'),
+                    'right' if result.get('data_ok') else 'WRONG')))
             self.operations[result['kind']] += 1
             for failure in result['failed']:
                 self.failures.append('%s %s: %s' % (compute, result['kind'],
@@ -43,6 +59,7 @@ class Figures(object):
 
     def failure(self, what):
         with self._lock:
+            self._say(what)
             self.failures.append(what)
 
     @contextlib.contextmanager
@@ -69,15 +86,18 @@ class Figures(object):
             if self._writers:
                 self.under_writes[kind] += 1
 
-    def fault(self, kind, seconds=None):
-        """A fault of ``kind`` ended, after ``seconds``."""
+    def fault(self, kind, node, seconds=None):
+        """A fault of ``kind`` on ``node`` ended, after ``seconds``."""
         with self._lock:
+            self._say('%s of %s%s' % (kind, node, '' if seconds is None
+                                      else ': %.1f s' % seconds))
             self.faults[kind] += 1
             if kind == 'storage kill':
                 self.longest_outage = max(self.longest_outage, seconds)
 
     def crash(self, node, what):
         with self._lock:
+            self._say('CRASH of %s: %s' % (node, what))
             self.crashes.append('%s: %s' % (node, what))
 
     @property
