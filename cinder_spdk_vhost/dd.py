@@ -199,14 +199,17 @@ def write_file(conf, path, params, secrets):
           '--bs', str(BLOCK)], 'write %s' % path)
 
 
-def read_lvol(exporter, conf, lvol_uuid, volume_id, path, size):
-    """Fill raw ``path`` with the lvol's first ``size`` bytes, sparse.
+def read_lvol(exporter, conf, lvol_uuid, volume_id, path, size,
+              holes=True):
+    """Fill raw ``path`` with the lvol's first ``size`` bytes.
 
     For a target behind its node's agent, which cannot write a file
     here: the lvol is exported on a scratch subsystem (gone afterwards)
     and spdk_dd reads all of it over NVMe/TCP, as a remote reader can
-    only. The blocks it read as zeros are made holes again, so that what
-    is made from the file (:func:`fill`, ``--sparse``) stays thin.
+    only. With ``holes`` the blocks it read as zeros are made holes
+    again, so that what is made from the file (:func:`fill`,
+    ``--sparse``) stays thin; a reader that only reads the file once
+    saves that pass.
     """
     with rollback.Cleanup('read lvol %s' % lvol_uuid) as cleanup:
         params, secrets = scratch_export(exporter, lvol_uuid, volume_id,
@@ -214,7 +217,8 @@ def read_lvol(exporter, conf, lvol_uuid, volume_id, path, size):
         _run(conf, params, secrets,
              ['--ib', CONTROLLER + 'n1', '--of', path, '--bs', str(BLOCK),
               '--count', str(size // BLOCK)], 'read lvol %s' % lvol_uuid)
-    sparse.dig_holes(path)
+    if holes:
+        sparse.dig_holes(path)
 
 
 def read_head(conf, params, secrets, length):

@@ -120,7 +120,7 @@ class Compare(object):
         with images.staging_file(image_ops.staging_dir(self.pools.conf),
                                  'compare-%s-' % volume.id) as path:
             dd.read_lvol(exporter, self.pools.conf, lvol.uuid, volume.id,
-                         path, superblock.DATA_OFFSET + size)
+                         path, superblock.DATA_OFFSET + size, holes=False)
             with open(path, 'rb') as src:
                 src.seek(superblock.DATA_OFFSET)
                 return [_hash(src, min(region, size - offset))

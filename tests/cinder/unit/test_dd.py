@@ -116,3 +116,21 @@ class LibraryEnvTest(base.TestCase):
     def test_installed_or_on_path(self):
         self.assertIsNone(dd._library_env('spdk_dd'))
         self.assertIsNone(dd._library_env('/usr/local/bin/spdk_dd'))
+
+
+class ReadLvolTest(base.TestCase):
+    """Zero blocks made holes for a file something is made from only."""
+
+    def test_holes_dug_only_when_asked(self):
+        self.useFixture(fixtures.MockPatchObject(
+            dd, 'scratch_export', return_value=({'name': 'x'}, {})))
+        run = self.useFixture(fixtures.MockPatchObject(dd, '_run')).mock
+        dig = self.useFixture(fixtures.MockPatchObject(
+            dd.sparse, 'dig_holes')).mock
+        dd.read_lvol(None, None, 'u', 'v', '/staging/v', 4 * MIB)
+        dig.assert_called_once_with('/staging/v')
+        dig.reset_mock()
+        dd.read_lvol(None, None, 'u', 'v', '/staging/v', 4 * MIB,
+                     holes=False)
+        dig.assert_not_called()
+        self.assertEqual(2, run.call_count)
