@@ -121,3 +121,10 @@ class BoundsTest(base.TestCase):
 
     def test_fewer_than_three_storage_nodes_refused(self):
         self.assertRaises(SystemExit, chaos.parse_args, ['--storages', '2'])
+
+    def test_kinds(self):
+        self.assertEqual(('local', 'remote', 'replicated'),
+                         chaos.parse_args([]).kinds)
+        self.assertEqual(('replicated',),
+                         chaos.parse_args(['--kinds', 'replicated']).kinds)
+        self.assertRaises(SystemExit, chaos.parse_args, ['--kinds', 'nfs'])

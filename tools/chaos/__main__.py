@@ -36,8 +36,14 @@ def parse_args(argv):
                         help='mean seconds between faults')
     parser.add_argument('--hold', type=float, default=20,
                         help='seconds each guest writes before it reads back')
+    parser.add_argument('--kinds', default=','.join(workload.KINDS),
+                        help='the kinds of volume, comma-separated (default '
+                             '%(default)s)')
     parser.add_argument('--seed', type=int, default=int(time.time()))
     args = parser.parse_args(argv)
+    args.kinds = tuple(args.kinds.split(','))
+    if not args.kinds or set(args.kinds) - set(workload.KINDS):
+        parser.error('--kinds: some of %s' % ', '.join(workload.KINDS))
     if args.storages < 3:
         parser.error('--storages: at least 3, so that a replicated volume '
                      'can be made while one node is down')
@@ -95,7 +101,7 @@ def run(args, out):
             release = storages[0].rpc('spdk_get_version')['version']
             threads = [threading.Thread(target=workload.run_compute, args=(
                 compute, storages, figures, stop, args.seed + index,
-                args.hold, _enough(args, faults_over)))
+                args.hold, _enough(args, faults_over), args.kinds))
                 for index, compute in enumerate(computes)]
             fault_thread = threading.Thread(target=faults.run, args=(
                 storages, computes, figures, stop, args.seed,

@@ -156,14 +156,15 @@ class Operation(object):
         return self.result
 
 
-def run_compute(compute, storages, figures, stop, seed, hold, enough):
+def run_compute(compute, storages, figures, stop, seed, hold, enough,
+                kinds=KINDS):
     """Operations on ``compute`` until ``stop``, or ``enough(done)``."""
     rng = random.Random(seed)
     done = 0
     while not stop.is_set() and not enough(done):
         # In turn, from a different kind on each host: a short run has
         # every kind.
-        kind = KINDS[(seed + done) % len(KINDS)]
+        kind = kinds[(seed + done) % len(kinds)]
         figures.operation(compute.name, Operation(
             compute, storages, kind, rng, hold, figures).run(stop))
         done += 1
