@@ -91,6 +91,12 @@ class SpdkTarget(fixtures.Fixture):
     module never claims an lvol that carries a compute host's RAID
     superblock. A saved config keeps both settings for the next start.
 
+    ``service=True`` starts it with the options the project's units add
+    (``etc/systemd/``): ``--json-ignore-init-errors``, so that an entry
+    of the saved config that fails (a storage node that is down) does not
+    keep the whole target, and every other guest's storage, from coming
+    back.
+
     ``host`` (a ``testbed.hosts.Host``) runs the target inside that host,
     its directory under the host's own ``/var/lib/spdk``: the command
     line names the host's paths, the fixture itself uses this machine's
@@ -100,7 +106,8 @@ class SpdkTarget(fixtures.Fixture):
     def __init__(self, app='spdk_tgt', core_mask='0x1', lcores=None,
                  interrupt_mode=False, json_config=None, mem_mb=MEM_MB,
                  start_timeout=30, name='spdk', socket_group=None,
-                 umask=None, tree=None, auto_examine=True, host=None):
+                 umask=None, tree=None, auto_examine=True, host=None,
+                 service=False):
         super().__init__()
         if app not in spdk_build.APPS:
             raise ValueError('not an SPDK application: %r' % app)
@@ -119,6 +126,7 @@ class SpdkTarget(fixtures.Fixture):
         self.tree = tree
         self.auto_examine = auto_examine
         self.host = host
+        self.service = service
         self.process = None
         # The pids of crashes told already: a test fails once per crash.
         self._told = set()
@@ -160,6 +168,8 @@ class SpdkTarget(fixtures.Fixture):
             cmd.append('--interrupt-mode')
         if self.json_config and os.path.exists(self.json_config):
             cmd += ['--json', self.seen(self.json_config)]
+            if self.service:
+                cmd.append('--json-ignore-init-errors')
         elif not self.auto_examine:
             # bdev_set_options is refused once the subsystems started.
             cmd.append('--wait-for-rpc')

@@ -180,13 +180,15 @@ gt_now_ms() {
 
 GT_WRITERS=/tmp/gt-writer
 
-# gt_writer_start DEV OFFSET LENGTH TOKEN [BLOCKS]: keep writing the
-# pattern in the background (for tests that act on the storage under a
-# writing guest) until gt_writer_stop; one writer per disk, several may
+# gt_writer_start DEV OFFSET LENGTH TOKEN [BLOCKS [passes]]: keep writing
+# the pattern in the background (for tests that act on the storage under
+# a writing guest) until gt_writer_stop; one writer per disk, several may
 # run. It rewrites LENGTH bytes at OFFSET, or with BLOCKS walks through
 # that many LENGTH-byte blocks from OFFSET (wrapping around), a failed
 # write retried in place: the first "writes" blocks then hold every
-# acknowledged write, to be checked afterwards. Each writer counts into
+# acknowledged write, to be checked afterwards. With "passes" each pass
+# over the blocks writes TOKEN.N (N from 0), so that a block that lost
+# its last acknowledged write shows it. Each writer counts into
 # its own directory, so it does not clash with foreground commands'
 # files: writes, failures and the longest time without a completed
 # write (from its start), the guest's I/O stall.
@@ -205,7 +207,9 @@ gt_writer_start() {
         last=$GT_NOW_MS
         while [ ! -e "$dir/stop" ]; do
             at=$(($2 + ok % ${5:-1} * $3))
-            if gt_write "$1" "$at" "$3" "$4" >/dev/null 2>&1; then
+            token=$4
+            [ -n "$6" ] && token=$4.$((ok / ${5:-1}))
+            if gt_write "$1" "$at" "$3" "$token" >/dev/null 2>&1; then
                 ok=$((ok + 1))
                 gt_now_ms
                 if [ $((GT_NOW_MS - last)) -gt "$max_gap" ]; then

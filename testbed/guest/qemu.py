@@ -533,7 +533,7 @@ def check_pattern(dev, offset, length, token):
     return _call('gt_check', dev, offset, length, token)
 
 
-def writer_start(dev, offset, length, token, blocks=1):
+def writer_start(dev, offset, length, token, blocks=1, passes=False):
     """Keep writing a pattern in the background, until writer_stop.
 
     For tests that restart or change the storage under a writing guest;
@@ -541,9 +541,12 @@ def writer_start(dev, offset, length, token, blocks=1):
     ``length`` bytes at ``offset``; with ``blocks``, the next of that
     many ``length``-byte blocks from ``offset`` each time (wrapping
     around, a failed write retried in place), so that afterwards the
-    first ``writer.writes`` blocks hold every acknowledged write.
+    first ``writer.writes`` blocks hold every acknowledged write. With
+    ``passes`` each pass over the blocks writes its own token
+    (``writer.expected`` says what the blocks must then hold).
     """
-    return _call('gt_writer_start', dev, offset, length, token, blocks)
+    return _call('gt_writer_start', dev, offset, length, token, blocks,
+                 *(('passes',) if passes else ()))
 
 
 def writer_status(dev=None):

@@ -37,3 +37,18 @@ def writes_after(guest, count=None, timeout=120, dev=None, on_timeout=None):
 def writes(status):
     """The writes a writer status counts."""
     return int(status['writer.writes'])
+
+
+def expected(token, length, blocks, count):
+    """What a ``passes`` writer's blocks hold after ``count`` writes.
+
+    Block ``i`` holds the pass that wrote it last: the current pass for
+    the blocks it reached, the one before for the rest (nothing written
+    there yet in the first pass: None).
+    """
+    done, reached = divmod(count, blocks)
+    if done == 0:
+        return None
+    return b''.join(qemu.pattern_bytes(
+        '%s.%d' % (token, done if index < reached else done - 1), length)
+        for index in range(blocks))

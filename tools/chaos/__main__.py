@@ -116,7 +116,8 @@ def run(args, out):
             for thread in threads + [fault_thread]:
                 thread.join()
             for node in storages + computes:
-                figures.leaks[node.name] = node.left()
+                figures.leaks[node.name] = (
+                    node.left() if node.up else ['the whole node: down'])
         finally:
             stop.set()
             _stop(stack, figures)

@@ -33,10 +33,15 @@ WHOLE_WAIT = 60
 
 
 def check(node, figures):
-    """Count and bring back ``node`` if it died of itself."""
+    """Count and bring back ``node`` if it died of itself.
+
+    One whose start failed (reported by the fault that restarted it) is
+    started again.
+    """
     crash = node.crashed()
     if crash:
         figures.crash(node.name, crash)
+    if not node.up:
         node.bring_back()
 
 
@@ -75,12 +80,14 @@ def kill_storage(storage, computes, figures, rng, stop, restart=None):
         figures.crash(storage.name, crash)
     started = time.monotonic()
     outage = rng.uniform(*OUTAGE)
-    stop.wait(outage / 2)
-    if restart is not None:
-        restart_compute(restart, figures, stop,
-                        'compute restart in an outage')
-    stop.wait(outage - (time.monotonic() - started))
-    storage.bring_back()
+    try:
+        stop.wait(outage / 2)
+        if restart is not None:
+            restart_compute(restart, figures, stop,
+                            'compute restart in an outage')
+        stop.wait(outage - (time.monotonic() - started))
+    finally:
+        storage.bring_back()
     figures.fault('storage kill', storage.name, time.monotonic() - started)
 
 
@@ -107,8 +114,7 @@ def run(storages, computes, figures, stop, seed, every, limit=None,
             break
         count += 1
         try:
-            for node in storages + computes:
-                check(node, figures)
+            check_all(storages + computes, figures)
             compute = rng.choice(computes)
             if count % COMPUTE_EVERY == 2:
                 restart_compute(compute, figures, stop)
@@ -117,7 +123,18 @@ def run(storages, computes, figures, stop, seed, every, limit=None,
                              stop, compute if count % COMPUTE_EVERY == 0
                              else None)
         except Exception as err:  # noqa: B902 - reported, the run goes on
-            figures.failure('fault thread: %s: %s' % (type(err).__name__,
-                                                      err))
-    for node in storages + computes:
-        check(node, figures)
+            _failed(figures, err)
+    check_all(storages + computes, figures)
+
+
+def check_all(nodes, figures):
+    """:func:`check` each node; one that cannot start is reported."""
+    for node in nodes:
+        try:
+            check(node, figures)
+        except Exception as err:  # noqa: B902 - reported, the run goes on
+            _failed(figures, err)
+
+
+def _failed(figures, err):
+    figures.failure('fault thread: %s: %s' % (type(err).__name__, err))

@@ -45,7 +45,7 @@ class Node(object):
         self.name = name
         self.saved = os.path.join(workdir, '%s.json' % name)
         self.target = spdk_target.SpdkTarget(
-            name=name, json_config=self.saved, **target_args)
+            name=name, json_config=self.saved, service=True, **target_args)
         self.lock = threading.RLock()
         self.up = False
 
@@ -86,9 +86,9 @@ class Node(object):
 
     def crashed(self):
         """What to say if it died of itself (not by our kill), else None."""
-        if self.target.process.poll() is None:
-            return None
         with self.lock:
+            if not self.up or self.target.process.poll() is None:
+                return None
             self.up = False
             return self.target.crash_report() or '%s exited with %s' % (
                 self.name, self.target.process.returncode)

@@ -98,10 +98,16 @@ class Operation(object):
         self.guest.start()
 
     def write(self, stop):
-        """Write while the faults happen; then read every block back."""
+        """Write while the faults happen; then read every block back.
+
+        Each pass over the blocks writes its own pattern, so a block
+        whose last acknowledged write was lost (a copy rebuilt from a
+        stale one, a write replayed wrong) reads back the wrong pass.
+        """
         guest = self.guest
         guest.execute(qemu.writer_start('vda', WRITER_OFFSET, BLOCK,
-                                        self.volume_id, blocks=BLOCKS))
+                                        self.volume_id, blocks=BLOCKS,
+                                        passes=True))
         writer.writes_after(guest, BLOCKS, timeout=STALL_LIMIT)
         with self.figures.writing():
             stop.wait(self.hold)
@@ -110,12 +116,12 @@ class Operation(object):
         stopped = guest.execute(qemu.writer_stop())
         self.result['io_errors'] = int(stopped['writer.failures'])
         self.result['stall_ms'] = int(stopped['writer.max_gap_ms'])
-        block = qemu.pattern_bytes(self.volume_id, BLOCK)
+        wanted = writer.expected(self.volume_id, BLOCK, BLOCKS,
+                                 writer.writes(stopped))
         read = guest.execute(qemu.read_back('vda', WRITER_OFFSET,
                                             BLOCK * BLOCKS))
-        self.result['data_ok'] = (
-            read['vda.read@%d' % WRITER_OFFSET]
-            == hashlib.sha256(block * BLOCKS).hexdigest())
+        self.result['data_ok'] = (read['vda.read@%d' % WRITER_OFFSET]
+                                  == hashlib.sha256(wanted).hexdigest())
 
     def detach(self):
         if self.guest is not None:

@@ -18,21 +18,6 @@ LVS = 'lvs0'
 NUMA_LCORES = '0@0,1@1,2@0,3@1'
 
 
-class ServiceTarget(spdk_target.SpdkTarget):
-    """Started with the options etc/systemd/spdk-tgt.service gives it.
-
-    ``--json-ignore-init-errors``: an entry of the saved config that
-    fails (a storage node that is down) must not keep the whole target,
-    and every other guest's storage, from coming back.
-    """
-
-    def command(self):
-        cmd = super().command()
-        if '--json' in cmd:
-            cmd.append('--json-ignore-init-errors')
-        return cmd
-
-
 def client_of(test, target, **kwargs):
     """The connector's own RPC client for ``target``, closed at cleanup."""
     options = dict(timeout=30, connect_retries=0)
@@ -43,8 +28,13 @@ def client_of(test, target, **kwargs):
 
 
 def start(test, name, lvstore=True, size_mib=1024, **kwargs):
-    """A target fixture (SpdkTarget arguments) with lvstore ``lvs0``."""
-    target = test.useFixture(ServiceTarget(name=name, **kwargs))
+    """A target fixture (SpdkTarget arguments) with lvstore ``lvs0``.
+
+    Started as the units start it (``service``): a saved config entry
+    that fails does not keep the target down.
+    """
+    target = test.useFixture(spdk_target.SpdkTarget(name=name, service=True,
+                                                    **kwargs))
     if lvstore:
         target.aio_lvstore(LVS, size_mib=size_mib, block_size=512)
     return target
