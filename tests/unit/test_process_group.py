@@ -5,6 +5,7 @@ import signal
 import subprocess
 
 from testbed import process_group
+from testbed import waiting
 from tests import base
 
 # Starts a process in a session of its own, says its pid and exits: the
@@ -17,6 +18,11 @@ def _leave_one():
                               stdout=subprocess.PIPE, text=True).stdout)
 
 
+def _sleeping(pid):
+    """Whether ``pid`` runs sleep yet: setsid forks, then execs it."""
+    return os.path.basename(os.readlink('/proc/%d/exe' % pid)) == 'sleep'
+
+
 class AdoptingTest(base.TestCase):
 
     def test_an_orphan_left_inside_is_ours_to_stop_and_reap(self):
@@ -24,6 +30,8 @@ class AdoptingTest(base.TestCase):
         with process_group.adopting_orphans():
             pid = _leave_one()
         self.assertEqual({pid}, process_group.children() - before)
+        waiting.wait_for('the orphan to exec sleep', lambda: _sleeping(pid),
+                         10, interval=0.01)
         orphan = process_group.Orphan(pid)
         self.assertEqual(['sleep', '60'], orphan.args)
         self.assertIsNone(orphan.poll())
