@@ -52,7 +52,8 @@ class RebuildFailures(object):
     def __init__(self, clock=time.time, path=None):
         self._clock = clock
         self._path = path
-        self._running = {}  # volume -> (member bdev, percent)
+        # volume -> (member bdev, percent, seen in sync once since)
+        self._running = {}
         # (volume, member bdev) -> (count, not before)
         self._failed = self._load()
 
@@ -86,24 +87,30 @@ class RebuildFailures(object):
         Noted before the watcher looks again, so that a rebuild that
         fails at once (a store with no room left) counts too.
         """
-        self._running[volume_id] = (member, 0)
+        self._running[volume_id] = (member, 0, False)
 
     def observe(self, volume_id, state):
         """Note the volume's rebuild (``state``: :func:`mirror.status`).
 
         Returns the :class:`Failure` of a rebuild seen last time that
-        has ended with its member out of the mirror, else None.
+        has ended with its member out of the mirror, else None. One that
+        ended with its member in sync ends the member's hold once it is
+        seen so twice in a row.
         """
         rebuild = state['rebuilding']
         ended = self._running.pop(volume_id, None)
         if rebuild:
             self._running[volume_id] = (rebuild['member'],
-                                        rebuild['percent'])
+                                        rebuild['percent'], False)
         if ended is None or (rebuild and rebuild['member'] == ended[0]):
             return None
-        member, percent = ended
+        member, percent, seen_in_sync = ended
         if member in state['members']:
-            if self._failed.pop((volume_id, member), None):
+            if not seen_in_sync:
+                # SPDK ends a failed rebuild before it drops the member:
+                # for a moment it looks in sync. Believed next round.
+                self._running[volume_id] = (member, percent, True)
+            elif self._failed.pop((volume_id, member), None):
                 self._save()
             return None
         count = self._failed.get((volume_id, member), (0, 0))[0] + 1

@@ -77,6 +77,12 @@ class TestHeldOff(base.TestCase):
         self.assertIn('(10% done when last seen; 1 in a row)',
                       self.out.getvalue())
 
+    def rebuilt(self, client):
+        """The rebuild ends in sync, seen so by two rounds."""
+        client.rebuilt()
+        self.watch(client)
+        self.watch(client)
+
     def fail_after(self, client, percent):
         client.progress(percent)
         self.watch(client)
@@ -117,8 +123,7 @@ class TestHeldOff(base.TestCase):
         self.watch(client)
         self.assertEqual(3, len(self.added(client)))
 
-        client.rebuilt()
-        self.watch(client)
+        self.rebuilt(client)
         self.assertTrue(self.out.getvalue().endswith(
             '%s online 2/2 in sync\n' % VOLUME))
         # In sync again: a later failure starts from the first wait.
@@ -148,6 +153,21 @@ class TestHeldOff(base.TestCase):
         self.watch(client)
         self.assertEqual([FIRST + 'n1'], self.added(client))
 
+    def test_a_failure_that_looked_in_sync_for_a_moment(self):
+        """SPDK ends a failed rebuild a moment before it drops the member."""
+        client = self.one_lost()
+        self.watch(client)
+        client.progress(70)
+        self.watch(client)
+        client.rebuilt()
+        self.watch(client)
+        client.raids[0]['base_bdevs_list'][1].update(name=None,
+                                                     is_configured=False)
+        self.watch(client)
+        self.assertIn('the rebuild of %sn1 failed (70%% done when last '
+                      'seen; 1 in a row)' % FIRST, self.out.getvalue())
+        self.assertEqual({FIRST + 'n1'}, self.failures.held(VOLUME))
+
     def test_the_others_are_not_held(self):
         client = RebuildAnswers(
             [test_replicas.raid('a', None, None, total=3)],
@@ -165,8 +185,7 @@ class TestHeldOff(base.TestCase):
         # The watcher sees the operator's rebuild; one in sync ends the
         # hold.
         self.watch(client)
-        client.rebuilt()
-        self.watch(client)
+        self.rebuilt(client)
         self.assert_counted_anew(client)
 
     def test_a_detached_volume_is_forgotten(self):
