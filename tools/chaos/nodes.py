@@ -13,6 +13,7 @@ finds out whether the node is up, so a fault never lands half-way
 through a provisioning step (faults mid-RPC have their own tests).
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -210,9 +211,8 @@ class Compute(Node):
         """``spdk-vhost-replicas watch``, as the compute host runs it."""
         command = os.path.join(os.path.dirname(sys.executable),
                                'spdk-vhost-replicas')
-        log = open(os.path.join(self.workdir, '%s-watch.log' % self.name),
-                   'ab')
-        with log:
+        with open(os.path.join(self.workdir, '%s-watch.log' % self.name),
+                  'ab') as log:
             self.watcher = subprocess.Popen(
                 [command, '--config-file', self.conf_path, 'watch',
                  '--interval', str(WATCH_INTERVAL)],
@@ -244,7 +244,11 @@ class Compute(Node):
                                                              volume_id)})
 
     def left(self):
-        """Controllers, mirrors, NVMe controllers and lvols still here."""
+        """Controllers, mirrors, NVMe controllers and lvols still here.
+
+        In the target and in its saved config, which could keep what a
+        restart did not replay after its volume's detach.
+        """
         found = ['vhost %s' % c['ctrlr'] for c in self.rpc(
             'vhost_get_controllers')]
         found += ['nvme %s' % c['name'] for c in self.rpc(
@@ -253,6 +257,12 @@ class Compute(Node):
             'bdev_raid_get_bdevs', {'category': 'all'})]
         found += ['lvol %s' % lv['name'] for lv in self.rpc(
             'bdev_lvol_get_lvols', {'lvs_name': LVS})]
+        with open(self.saved) as src:
+            doc = json.load(src)
+        for method, key in (('vhost_create_blk_controller', 'ctrlr'),
+                            ('bdev_nvme_attach_controller', 'name')):
+            found += ['saved %s %s' % (method, name)
+                      for name in saved_config.names(doc, method, key)]
         return found
 
     def stop(self):
