@@ -77,6 +77,12 @@ class TestHeldOff(base.TestCase):
         self.assertIn('(10% done when last seen; 1 in a row)',
                       self.out.getvalue())
 
+    def added_after(self, client, seconds):
+        """How many members were added once ``seconds`` more passed."""
+        self.now += seconds
+        self.watch(client)
+        return len(self.added(client))
+
     def rebuilt(self, client):
         """The rebuild ends in sync, seen so by two rounds."""
         client.rebuilt()
@@ -105,23 +111,15 @@ class TestHeldOff(base.TestCase):
             'after a failed rebuild\n' % (VOLUME, FIRST, FIRST)))
         self.assertEqual(1, len(self.added(client)))
 
-        self.now += 59
-        self.watch(client)
-        self.assertEqual(1, len(self.added(client)))
-        self.now += 2
-        self.watch(client)
-        self.assertEqual(2, len(self.added(client)))
+        self.assertEqual(1, self.added_after(client, 59))
+        self.assertEqual(2, self.added_after(client, 2))
 
         self.fail_after(client, 97)
         self.assertIn('(97% done when last seen; 2 in a row)',
                       self.out.getvalue())
         self.assertIn('adds it again in 120 s', self.out.getvalue())
-        self.now += 119
-        self.watch(client)
-        self.assertEqual(2, len(self.added(client)))
-        self.now += 2
-        self.watch(client)
-        self.assertEqual(3, len(self.added(client)))
+        self.assertEqual(2, self.added_after(client, 119))
+        self.assertEqual(3, self.added_after(client, 2))
 
         self.rebuilt(client)
         self.assertTrue(self.out.getvalue().endswith(
@@ -215,12 +213,8 @@ class TestHoldsKept(TestHeldOff):
         self.fail_after(client, 40)
         self.assertEqual(0o600, stat.S_IMODE(os.stat(self.path).st_mode))
         self.failures, self.seen = self.restarted(), {}
-        self.now += 30
-        self.watch(client)
-        self.assertEqual(1, len(self.added(client)))
-        self.now += 31
-        self.watch(client)
-        self.assertEqual(2, len(self.added(client)))
+        self.assertEqual(1, self.added_after(client, 30))
+        self.assertEqual(2, self.added_after(client, 31))
         # Its count survived too: the next wait is twice the first.
         self.fail_after(client, 50)
         self.assertIn('adds it again in 120 s', self.out.getvalue())
